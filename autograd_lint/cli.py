@@ -1,0 +1,48 @@
+"""The ``autograd-lint`` command line: one sub-command per front end.
+
+Each sub-command lives in its own module, imported only when it runs, that
+defines ``add_arguments(parser)`` and ``run(args) -> int``.  Exit codes are the
+sub-command's own; every sub-command uses 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from autograd_lint import __version__
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("autograd_lint.commands.check", "lint autograd.Function subclasses"),
+    "rule": ("autograd_lint.commands.rule", "show the documentation of a rule"),
+    "gen-tests": ("autograd_lint.gentests.command", "write gradcheck tests for every Function"),
+    "pragma": ("autograd_lint.coverage.pragma", "add or remove coverage pragmas on backward methods"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="autograd-lint",
+        description="Static checks, generated gradchecks and truthful coverage "
+        "for custom torch.autograd.Function code.",
+    )
+    parser.add_argument("--version", action="version", version=f"autograd-lint {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(_module=module_name)
+        importlib.import_module(module_name).add_arguments(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    module = importlib.import_module(args._module)
+    return int(module.run(args))
