@@ -1,0 +1,624 @@
+"""Building :class:`~autograd_lint.spec.FunctionSpec` values from parsed libcst code.
+
+The input is a :class:`ParsedUnit`: a whole module, or one class block cut out by
+:mod:`autograd_lint.locate`, with the offsets that map its positions back to the
+file.  :func:`extract_functions` resolves every class's bases, keeps the
+Function subclasses and describes each one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Sequence
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from autograd_lint.exprs import (
+    TENSOR_ONLY_METHODS,
+    Classifier,
+    annotation_kind,
+    dotted_name,
+    is_literal,
+    is_none,
+)
+from autograd_lint.imports import ImportMap
+from autograd_lint.spec import (
+    FUNCTION_METHODS,
+    CtxCall,
+    CtxRead,
+    CtxWrite,
+    Decorator,
+    Expr,
+    FunctionSpec,
+    Kind,
+    MethodSpec,
+    Param,
+    ParamKind,
+    Position,
+    Return,
+)
+
+# The torch classes a Function derives from.  NestedIOFunction is left out on
+# purpose: its legacy instance-method API is legitimate.
+FUNCTION_BASES = frozenset(
+    {
+        "torch.autograd.Function",
+        "torch.autograd.function.Function",
+        "torch.autograd.InplaceFunction",
+        "torch.autograd.function.InplaceFunction",
+        "torch.autograd.function._SingleLevelFunction",
+    }
+)
+# Bases that add no methods a rule could miss.
+NEUTRAL_BASES = frozenset({"builtins.object", "typing.Generic", "abc.ABC"})
+CTX_ATTRIBUTES_READ = frozenset({"saved_tensors", "saved_variables", "needs_input_grad", "to_save"})
+
+
+@dataclass
+class ParsedUnit:
+    """Parsed code and the offsets that place it in its file."""
+
+    path: str
+    module: cst.Module
+    line_offset: int = 0
+    column_offset: int = 0
+    enclosing: tuple[tuple[str, str], ...] = ()
+    _positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def parse(
+        cls,
+        path: str,
+        source: str,
+        line_offset: int = 0,
+        column_offset: int = 0,
+        enclosing: tuple[tuple[str, str], ...] = (),
+    ) -> "ParsedUnit":
+        """Parse ``source``; raises ``libcst.ParserSyntaxError`` when it is not valid."""
+        wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+        positions = wrapper.resolve(PositionProvider)
+        return cls(path, wrapper.module, line_offset, column_offset, enclosing, positions)
+
+    def position(self, node: cst.CSTNode) -> Position:
+        start = self._positions[node].start
+        return Position(start.line + self.line_offset, start.column + self.column_offset)
+
+    def end_line(self, node: cst.CSTNode) -> int:
+        return self._positions[node].end.line + self.line_offset
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+
+@dataclass
+class Extraction:
+    """The Functions of some units, the unit each came from, and the bases left open.
+
+    ``open_refs`` holds the qualified names of bases that resolved to something not
+    (yet) known to be a Function, so that the caller can analyse the file again
+    when one of them turns out to be a Function in another file.
+    """
+
+    functions: list[FunctionSpec]
+    units: dict[str, ParsedUnit]
+    open_refs: set[str]
+
+
+@dataclass
+class ClassInfo:
+    """A class definition found in a unit, before it is known to be a Function."""
+
+    node: cst.ClassDef
+    qualname: str
+    unit: ParsedUnit
+    base_texts: tuple[str, ...]
+    resolved: list[str | None] = field(default_factory=list)
+
+
+def _walk_classes(
+    body: Sequence[cst.CSTNode], prefix: str, unit: ParsedUnit
+) -> Iterator[ClassInfo]:
+    for statement in body:
+        if isinstance(statement, cst.ClassDef):
+            qualname = f"{prefix}{statement.name.value}"
+            bases = tuple(
+                dotted_name(arg.value) or unit.code(arg.value)
+                for arg in statement.bases
+                if arg.keyword is None and arg.star == ""
+            )
+            yield ClassInfo(statement, qualname, unit, bases)
+            yield from _walk_classes(_block(statement.body), f"{qualname}.", unit)
+        elif isinstance(statement, (cst.FunctionDef,)):
+            yield from _walk_classes(
+                _block(statement.body), f"{prefix}{statement.name.value}.<locals>.", unit
+            )
+        elif isinstance(statement, (cst.If, cst.Try, cst.With, cst.For, cst.While)):
+            for child in _compound_bodies(statement):
+                yield from _walk_classes(child, prefix, unit)
+
+
+def _block(body: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+    return body.body if isinstance(body, cst.IndentedBlock) else ()
+
+
+def _compound_bodies(statement: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
+    for name in ("body", "orelse", "finalbody"):
+        child = getattr(statement, name, None)
+        if isinstance(child, cst.BaseSuite):
+            yield _block(child)
+        elif child is not None and hasattr(child, "body"):
+            yield _block(child.body)
+    for handler in getattr(statement, "handlers", ()):
+        yield _block(handler.body)
+
+
+def _prefix(enclosing: tuple[tuple[str, str], ...]) -> str:
+    parts = []
+    for kind, name in enclosing:
+        parts.append(f"{name}.<locals>" if kind == "def" else name)
+    return ".".join(parts) + "." if parts else ""
+
+
+def extract_functions(
+    units: Sequence[ParsedUnit],
+    imports: ImportMap,
+    module: str | None,
+    known: Mapping[str, FunctionSpec],
+    extra_bases: frozenset[str] = frozenset(),
+) -> Extraction:
+    """The Function subclasses defined in ``units``.
+
+    ``known`` maps the full names of Functions found in other files of the run to
+    their specs.
+    """
+    classes = [c for u in units for c in _walk_classes(u.module.body, _prefix(u.enclosing), u)]
+    local_names: dict[str, list[ClassInfo]] = {}
+    for info in classes:
+        local_names.setdefault(info.qualname.rsplit(".", 1)[-1], []).append(info)
+        local_names.setdefault(info.qualname, []).append(info)
+    function_bases = FUNCTION_BASES | extra_bases
+    specs: dict[str, FunctionSpec] = {}
+    open_refs: set[str] = set()
+
+    def local_spec(text: str, user: ClassInfo) -> ClassInfo | None:
+        options = [c for c in local_names.get(text, ()) if c is not user]
+        before = [c for c in options if c.node is not user.node]
+        return before[0] if before else None
+
+    changed = True
+    while changed:
+        changed = False
+        for info in classes:
+            if info.qualname in specs:
+                continue
+            is_function = False
+            complete = True
+            base_specs: list[FunctionSpec] = []
+            resolved_names: list[str] = []
+            for text in info.base_texts:
+                local = local_spec(text, info)
+                qualified = imports.resolve(text) if local is None else None
+                if local is not None:
+                    resolved_names.append(f"{module}.{local.qualname}" if module else local.qualname)
+                    if local.qualname in specs:
+                        is_function = True
+                        base_specs.append(specs[local.qualname])
+                    else:
+                        complete = False
+                elif qualified in function_bases:
+                    is_function = True
+                    resolved_names.append(qualified)
+                elif qualified is not None and qualified in known:
+                    is_function = True
+                    base_specs.append(known[qualified])
+                    resolved_names.append(qualified)
+                else:
+                    resolved_names.append(qualified or text)
+                    if qualified not in NEUTRAL_BASES:
+                        complete = False
+                    if qualified is not None and not qualified.startswith("builtins."):
+                        open_refs.add(qualified)
+            if is_function:
+                specs[info.qualname] = _describe(
+                    info, imports, module, tuple(resolved_names), tuple(base_specs), complete
+                )
+                changed = True
+    ordered = sorted(specs.values(), key=lambda s: (s.position.line, s.position.column))
+    units_by_name = {info.qualname: info.unit for info in classes if info.qualname in specs}
+    return Extraction(ordered, units_by_name, open_refs)
+
+
+def _describe(
+    info: ClassInfo,
+    imports: ImportMap,
+    module: str | None,
+    bases: tuple[str, ...],
+    base_specs: tuple[FunctionSpec, ...],
+    complete: bool,
+) -> FunctionSpec:
+    unit = info.unit
+    spec = FunctionSpec(
+        name=info.node.name.value,
+        qualname=info.qualname,
+        module=module,
+        path=unit.path,
+        position=unit.position(info.node),
+        last_line=unit.end_line(info.node),
+        bases=bases,
+        base_specs=base_specs,
+        complete=complete,
+    )
+    for statement in _block(info.node.body):
+        if isinstance(statement, cst.FunctionDef) and statement.name.value in FUNCTION_METHODS:
+            spec.methods[statement.name.value] = MethodBuilder(
+                statement, unit, imports, spec
+            ).build()
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                target = None
+                if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    target = small.targets[0].target
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    target = small.target
+                if isinstance(target, cst.Name) and small.value is not None:
+                    kind = Kind.NONE if is_none(small.value) else (
+                        Kind.NON_TENSOR if is_literal(small.value) else Kind.UNKNOWN
+                    )
+                    spec.class_attributes[target.value] = Expr(
+                        unit.code(small.value), kind, None, unit.position(small)
+                    )
+    return spec
+
+
+def _is_single_value(node: cst.BaseExpression) -> bool:
+    """Arithmetic that can't be tuple concatenation or repetition gives a single tensor."""
+    if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
+        return True
+    return isinstance(node, cst.BinaryOperation) and not isinstance(
+        node.operator, (cst.Add, cst.Multiply, cst.Modulo)
+    )
+
+
+def _assigned_names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _assigned_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _assigned_names(target.value)
+
+
+class _BodyVisitor(cst.CSTVisitor):
+    """Collects what a method body does, without entering nested scopes."""
+
+    def __init__(self, builder: "MethodBuilder") -> None:
+        self.b = builder
+        self.loop_depth = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.b.node
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def _enter_loop(self, node: cst.CSTNode) -> bool:
+        self.loop_depth += 1
+        return True
+
+    def _leave_loop(self, node: cst.CSTNode) -> None:
+        self.loop_depth -= 1
+
+    visit_For = visit_While = visit_ListComp = visit_SetComp = _enter_loop  # type: ignore[assignment]
+    visit_DictComp = visit_GeneratorExp = _enter_loop  # type: ignore[assignment]
+    leave_For = leave_While = leave_ListComp = leave_SetComp = _leave_loop  # type: ignore[assignment]
+    leave_DictComp = leave_GeneratorExp = _leave_loop  # type: ignore[assignment]
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self.b.return_nodes.append(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            for name in _assigned_names(target.target):
+                self.b.assignments.setdefault(name, []).append(
+                    node.value if isinstance(target.target, cst.Name) else None
+                )
+            self.b.ctx_targets(target.target, node.value)
+        if self.b.is_ctx_read(node.value, "saved_tensors", "saved_variables"):
+            self.b.saved_reads_assigned[node.value] = tuple(t.target for t in node.targets)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        for name in _assigned_names(node.target):
+            self.b.assignments.setdefault(name, []).append(node.value)
+        if node.value is not None:
+            self.b.ctx_targets(node.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        for name in _assigned_names(node.target):
+            self.b.assignments.setdefault(name, []).append(None)
+
+    def visit_For(self, node: cst.For) -> bool:  # type: ignore[override]
+        for name in _assigned_names(node.target):
+            self.b.assignments.setdefault(name, []).append(None)
+        return self._enter_loop(node)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            for name in _assigned_names(node.asname.name):
+                self.b.assignments.setdefault(name, []).append(None)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        for name in _assigned_names(node.target):
+            self.b.assignments.setdefault(name, []).append(None)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            if func.value.value == self.b.ctx and self.b.ctx is not None:
+                self.b.call_nodes.append(node)
+            elif func.attr.value in TENSOR_ONLY_METHODS:
+                self.b.tensor_evidence.add(func.value.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if self.b.is_ctx_attr(node) and node.attr.value in CTX_ATTRIBUTES_READ:
+            self.b.read_nodes.append((node, self.loop_depth > 0))
+
+
+class MethodBuilder:
+    """Describes one method of a Function class as a :class:`MethodSpec`."""
+
+    def __init__(
+        self, node: cst.FunctionDef, unit: ParsedUnit, imports: ImportMap, owner: FunctionSpec
+    ) -> None:
+        self.node = node
+        self.unit = unit
+        self.imports = imports
+        self.owner = owner
+        self.decorators = tuple(self._decorator(d) for d in node.decorators)
+        self.params = self._params()
+        is_classmethod = any(d.qualified_name == "builtins.classmethod" for d in self.decorators)
+        positional = [p for p in self.params if p.is_positional]
+        ctx_index = 1 if is_classmethod else 0
+        self.ctx: str | None = positional[ctx_index].name if len(positional) > ctx_index else None
+        self.return_nodes: list[cst.Return] = []
+        self.assignments: dict[str, list[cst.BaseExpression | None]] = {}
+        self.call_nodes: list[cst.Call] = []
+        self.read_nodes: list[tuple[cst.Attribute, bool]] = []
+        self.write_nodes: list[tuple[str, cst.BaseExpression | None, cst.CSTNode]] = []
+        self.saved_reads_assigned: dict[cst.BaseExpression, tuple[cst.BaseExpression, ...]] = {}
+        self.tensor_evidence: set[str] = set()
+        node.visit(_BodyVisitor(self))
+        self.classifier = Classifier(imports, self._name_kinds())
+
+    # -- small pieces -----------------------------------------------------------
+    def _decorator(self, decorator: cst.Decorator) -> Decorator:
+        expr = decorator.decorator
+        call = expr if isinstance(expr, cst.Call) else None
+        target = call.func if call else expr
+        name = dotted_name(target)
+        return Decorator(
+            text=self.unit.code(expr),
+            qualified_name=self.imports.resolve(name) if name else None,
+            is_call=call is not None,
+            keywords=tuple(a.keyword.value for a in call.args if a.keyword) if call else (),
+            position=self.unit.position(decorator),
+        )
+
+    def _params(self) -> tuple[Param, ...]:
+        parameters = self.node.params
+        result: list[Param] = []
+
+        def add(param: cst.Param, kind: ParamKind) -> None:
+            annotation = self.unit.code(param.annotation.annotation) if param.annotation else None
+            default = None
+            if param.default is not None:
+                default_kind = (
+                    Kind.NONE
+                    if is_none(param.default)
+                    else Kind.NON_TENSOR if is_literal(param.default) else Kind.UNKNOWN
+                )
+                default = Expr(self.unit.code(param.default), default_kind)
+            result.append(Param(param.name.value, kind, annotation, default))
+
+        for param in parameters.posonly_params:
+            add(param, ParamKind.POSITIONAL_ONLY)
+        for param in parameters.params:
+            add(param, ParamKind.POSITIONAL)
+        if isinstance(parameters.star_arg, cst.Param):
+            add(parameters.star_arg, ParamKind.VAR_POSITIONAL)
+        for param in parameters.kwonly_params:
+            add(param, ParamKind.KEYWORD_ONLY)
+        if parameters.star_kwarg is not None:
+            add(parameters.star_kwarg, ParamKind.VAR_KEYWORD)
+        return tuple(result)
+
+    def is_ctx_attr(self, node: cst.BaseExpression) -> bool:
+        return (
+            self.ctx is not None
+            and isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == self.ctx
+        )
+
+    def is_ctx_read(self, node: cst.BaseExpression, *attributes: str) -> bool:
+        return self.is_ctx_attr(node) and node.attr.value in attributes  # type: ignore[attr-defined]
+
+    def ctx_targets(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if self.is_ctx_attr(target):
+            self.write_nodes.append((target.attr.value, value, target))  # type: ignore[attr-defined]
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            values: Sequence[cst.BaseExpression | None]
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+                values = [e.value for e in value.elements]
+            else:
+                values = [None] * len(target.elements)
+            for element, element_value in zip(target.elements, values):
+                if self.is_ctx_attr(element.value):
+                    attr = element.value.attr.value  # type: ignore[attr-defined]
+                    self.write_nodes.append((attr, element_value, element.value))
+
+    # -- name kinds ---------------------------------------------------------------
+    def _param_kind(self, param: Param) -> Kind:
+        declared = annotation_kind(param.annotation)
+        if declared is not Kind.UNKNOWN:
+            return declared
+        if param.default is not None and param.default.kind is Kind.NON_TENSOR:
+            return Kind.NON_TENSOR
+        if self.node.name.value == "backward" or self.node.name.value == "vjp":
+            return Kind.TENSOR  # grad outputs are tensors (or None, handled by AGL012)
+        if param.name in self.tensor_evidence:
+            return Kind.TENSOR
+        return Kind.UNKNOWN
+
+    def _name_kinds(self) -> dict[str, Kind]:
+        kinds: dict[str, Kind] = {}
+        for param in self.params:
+            if param.name == self.ctx or not param.is_positional:
+                continue
+            kinds[param.name] = self._param_kind(param)
+        # Passing a name to save_for_backward or mark_dirty says it is a tensor.
+        for call in self.call_nodes:
+            if call.func.attr.value in ("save_for_backward", "mark_dirty"):  # type: ignore[attr-defined]
+                for arg in call.args:
+                    if isinstance(arg.value, cst.Name) and kinds.get(arg.value.value) is Kind.UNKNOWN:
+                        kinds[arg.value.value] = Kind.TENSOR
+        # Locals: two passes so that a name can use one assigned before it.
+        for _ in range(2):
+            classifier = Classifier(self.imports, kinds)
+            for name, values in self.assignments.items():
+                found = {classifier.kind(v) if v is not None else Kind.UNKNOWN for v in values}
+                kinds[name] = found.pop() if len(found) == 1 else Kind.UNKNOWN
+        for value, targets in self.saved_reads_assigned.items():
+            for target in targets:
+                if isinstance(target, (cst.Tuple, cst.List)):
+                    for element in target.elements:
+                        if isinstance(element.value, cst.Name):
+                            kinds[element.value.value] = Kind.TENSOR
+        return kinds
+
+    # -- the spec -------------------------------------------------------------------
+    def summarize(self, node: cst.BaseExpression) -> Expr:
+        name = node.value if isinstance(node, cst.Name) else None
+        return Expr(self.unit.code(node), self.classifier.kind(node), name, self.unit.position(node))
+
+    def _single_tuple(self, name: str) -> cst.Tuple | None:
+        values = self.assignments.get(name, [])
+        if len(values) == 1 and isinstance(values[0], cst.Tuple):
+            return values[0]
+        return None
+
+    def _return(self, node: cst.Return) -> Return:
+        position = self.unit.position(node)
+        value = node.value
+        if value is None:
+            return Return(position, None, None, "bare")
+        summary = self.summarize(value)
+        tuple_node: cst.Tuple | None = value if isinstance(value, cst.Tuple) else None
+        shape = "tuple"
+        if isinstance(value, cst.Name) and tuple_node is None:
+            tuple_node = self._single_tuple(value.value)
+            shape = "tuple" if tuple_node is not None else "name"
+        if tuple_node is None and summary.kind is not Kind.TENSOR and _is_single_value(value):
+            summary = Expr(summary.text, Kind.TENSOR, summary.name, summary.position)
+        if tuple_node is not None:
+            if any(isinstance(e, cst.StarredElement) for e in tuple_node.elements):
+                return Return(position, summary, None, "tuple-starred")
+            elements = tuple(self.summarize(e.value) for e in tuple_node.elements)
+            return Return(position, summary, elements, shape)
+        if is_none(value):
+            shape = "none"
+        elif isinstance(value, cst.List):
+            shape = "list"
+        elif isinstance(value, cst.ListComp):
+            shape = "listcomp"
+        elif isinstance(value, cst.GeneratorExp):
+            shape = "genexp"
+        elif isinstance(value, (cst.Dict, cst.DictComp)):
+            shape = "dict"
+        elif isinstance(value, (cst.Set, cst.SetComp)):
+            shape = "set"
+        elif isinstance(value, cst.Call) and dotted_name(value.func) == "list":
+            shape = "call:list"
+        elif shape != "name":
+            shape = "other"
+        return Return(position, summary, None, shape)
+
+    def _ctx_call(self, node: cst.Call) -> CtxCall:
+        args = tuple(self.summarize(a.value) for a in node.args if a.keyword is None and not a.star)
+        return CtxCall(
+            api=node.func.attr.value,  # type: ignore[attr-defined]
+            args=args,
+            has_starred=any(a.star for a in node.args),
+            position=self.unit.position(node),
+        )
+
+    def _ctx_read(self, node: cst.Attribute, in_loop: bool) -> CtxRead:
+        attribute = node.attr.value
+        targets: tuple[str, ...] | None = None
+        is_sequence = False
+        for value, assigned in self.saved_reads_assigned.items():
+            if value is node and len(assigned) == 1:
+                target = assigned[0]
+                if isinstance(target, (cst.Tuple, cst.List)):
+                    is_sequence = True
+                    targets = tuple(self.unit.code(e.value) for e in target.elements)
+                elif isinstance(target, cst.Name):
+                    targets = (target.value,)
+        return CtxRead(attribute, self.unit.position(node), targets, is_sequence, None, in_loop)
+
+    def build(self) -> MethodSpec:
+        reads = [self._ctx_read(node, in_loop) for node, in_loop in self.read_nodes]
+        reads.extend(self._needs_input_grad_indexes())
+        return MethodSpec(
+            name=self.node.name.value,
+            params=self.params,
+            decorators=self.decorators,
+            position=self._def_position(),
+            first_line=self.unit.position(self.node).line,
+            last_line=self.unit.end_line(self.node),
+            defined_in=self.owner.qualname,
+            path=self.unit.path,
+            returns=tuple(self._return(r) for r in self.return_nodes),
+            ctx_calls=tuple(self._ctx_call(c) for c in self.call_nodes),
+            ctx_writes=tuple(
+                CtxWrite(
+                    attr,
+                    self.summarize(value) if value is not None else Expr("...", Kind.UNKNOWN),
+                    self.unit.position(target),
+                )
+                for attr, value, target in self.write_nodes
+            ),
+            ctx_reads=tuple(sorted(reads, key=lambda r: (r.position.line, r.position.column))),
+            node=self.node,
+        )
+
+    def _def_position(self) -> Position:
+        # The `def` keyword, not the first decorator.
+        name = self.unit.position(self.node.name)
+        gap = len(self.node.whitespace_after_def.value)
+        return Position(name.line, max(name.column - len("def") - gap, 0))
+
+    def _needs_input_grad_indexes(self) -> list[CtxRead]:
+        found: list[CtxRead] = []
+
+        builder = self
+
+        class _Index(cst.CSTVisitor):
+            def visit_Subscript(self, node: cst.Subscript) -> None:
+                if builder.is_ctx_read(node.value, "needs_input_grad") and len(node.slice) == 1:
+                    index = node.slice[0].slice
+                    if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+                        found.append(
+                            CtxRead(
+                                "needs_input_grad[]",
+                                builder.unit.position(node),
+                                index=int(index.value.value, 0),
+                            )
+                        )
+
+        self.node.visit(_Index())
+        return found

@@ -1,0 +1,155 @@
+"""Deciding cheaply which parts of a file can hold a Function, before any libcst parse.
+
+A full libcst parse of the installed torch package costs about 50 s of CPU; the
+classes that can be Functions are a few hundred kilobytes of it.  This module
+finds them with plain text scans:
+
+1. :func:`class_headers` lists every ``class Name(...)`` header, with the
+   dotted names of its base list, using one regular expression and a bracket
+   matcher;
+2. :func:`candidate_headers` keeps the headers with a base that resolves,
+   through the file's imports, to a Function base (a torch Function class, a
+   configured base, a Function found in another file), then, to a fixed point,
+   headers whose bases mention a kept class;
+3. :func:`class_block` cuts a kept class out of the text by indentation and
+   dedents it, so that libcst parses only that block.
+
+Everything here over-approximates: the libcst pass that follows resolves bases
+properly and drops the classes that are not Functions.  A block that does not
+parse on its own (a string literal dedented below the class, say) makes the
+caller fall back to parsing the whole file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+_HEADER = re.compile(r"^([ \t]*)class[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
+_SCOPE = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
+_DOTTED = re.compile(r"[A-Za-z_][\w.]*")
+
+
+@dataclass(frozen=True)
+class ClassHeader:
+    """A ``class Name(bases):`` line: where it starts and what its bases mention."""
+
+    name: str
+    indent: str
+    offset: int  # character offset of the line start
+    line: int  # 1-based
+    base_names: frozenset[str]  # dotted names written in the base list
+
+
+@dataclass(frozen=True)
+class ClassBlock:
+    """The dedented source of one class, and where it sits in the file."""
+
+    header: ClassHeader
+    source: str
+    first_line: int  # 1-based line of the header
+    last_line: int
+    column_offset: int  # characters removed from the start of every line
+    enclosing: tuple[tuple[str, str], ...]  # (("def"|"class"), name) from outermost
+
+
+def _matching_paren(text: str, open_index: int) -> int:
+    depth = 0
+    for index in range(open_index, len(text)):
+        char = text[index]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return index
+    return -1
+
+
+def class_headers(text: str) -> list[ClassHeader]:
+    """Every class header with a parenthesised base list, in file order."""
+    headers = []
+    for match in _HEADER.finditer(text):
+        close = _matching_paren(text, match.end() - 1)
+        if close == -1:
+            continue
+        bases = text[match.end() : close]
+        headers.append(
+            ClassHeader(
+                name=match.group(2),
+                indent=match.group(1),
+                offset=match.start(),
+                line=text.count("\n", 0, match.start()) + 1,
+                base_names=frozenset(n.rstrip(".") for n in _DOTTED.findall(bases)),
+            )
+        )
+    return headers
+
+
+def candidate_headers(
+    headers: list[ClassHeader], is_function_base: Callable[[str], bool]
+) -> list[ClassHeader]:
+    """Headers with a base for which ``is_function_base`` holds or, transitively, a kept class."""
+    names: set[str] = set()
+    kept: dict[int, ClassHeader] = {}
+    changed = True
+    while changed:
+        changed = False
+        for header in headers:
+            if header.offset in kept:
+                continue
+            if header.base_names & names or any(is_function_base(b) for b in header.base_names):
+                kept[header.offset] = header
+                names.add(header.name)
+                changed = True
+    return [kept[offset] for offset in sorted(kept)]
+
+
+def _indent_width(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _enclosing_scopes(lines: list[str], index: int, indent: int) -> tuple[tuple[str, str], ...]:
+    scopes: list[tuple[str, str]] = []
+    for previous in range(index - 1, -1, -1):
+        if indent == 0:
+            break
+        match = _SCOPE.match(lines[previous])
+        if match and len(match.group(1)) < indent:
+            scopes.insert(0, (match.group(2), match.group(3)))
+            indent = len(match.group(1))
+    return tuple(scopes)
+
+
+def class_block(text: str, lines: list[str], header: ClassHeader) -> ClassBlock:
+    """Cut the class that starts at ``header`` out of ``text`` and dedent it.
+
+    ``lines`` is ``text.splitlines(keepends=True)``, passed in so that a file with
+    several classes is split once.
+    """
+    start = header.line - 1
+    indent = len(header.indent)
+    end = start + 1
+    while end < len(lines):
+        stripped = lines[end].strip()
+        if stripped and not stripped.startswith("#") and _indent_width(lines[end]) <= indent:
+            break
+        end += 1
+    # Trailing blank and comment lines belong to what follows.
+    while end - 1 > start and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    body = []
+    for line in lines[start:end]:
+        if line.startswith(header.indent):
+            body.append(line[indent:])
+        else:
+            body.append(line.lstrip(" \t"))  # a comment or blank line left of the class
+    return ClassBlock(
+        header=header,
+        source="".join(body),
+        first_line=header.line,
+        last_line=end,
+        column_offset=indent,
+        enclosing=_enclosing_scopes(lines, start, indent),
+    )

@@ -1,0 +1,48 @@
+"""The settings one run uses: which rules, which files, which extra Function bases.
+
+Front ends build a :class:`Settings` from their own options (the CLI from its
+flags and ``[tool.autograd-lint]``, flake8 from its option manager); the
+analysis reads nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_EXCLUDES = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "*.egg-info",
+    "build",
+    "dist",
+    "__pycache__",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    "node_modules",
+    "site-packages",
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Options for one run.  Rule selection uses codes or code prefixes (``AGL0``)."""
+
+    select: tuple[str, ...] = ("AGL",)
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    # (glob, codes) pairs: codes ignored in files matching glob.
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDES
+    extend_exclude: tuple[str, ...] = ()
+    # Qualified names of a project's own Function base classes.
+    extra_bases: frozenset[str] = frozenset()
+    # ctx attributes that may hold tensors on purpose (AGL003).
+    allowed_ctx_tensor_attributes: frozenset[str] = field(default_factory=frozenset)
+    jobs: int | None = None

@@ -1,0 +1,99 @@
+"""Reading Python source files: bytes to text, with one clear error per bad file."""
+
+from __future__ import annotations
+
+import io
+import os
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class SourceError(Exception):
+    """A file that could not be read, decoded or parsed.
+
+    ``str()`` gives the single line the front ends print: ``path: problem``.
+    """
+
+    def __init__(self, path: str, problem: str, line: int | None = None) -> None:
+        super().__init__(problem)
+        self.path = path
+        self.problem = problem
+        self.line = line
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.problem}"
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, int | None]]:
+        # Keeps the extra fields when the error crosses a process boundary.
+        return (SourceError, (self.path, self.problem, self.line))
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """The decoded text of one file, and the dotted module name it would import as."""
+
+    path: str
+    text: str
+    module: str | None
+
+
+def decode_source(data: bytes, path: str) -> str:
+    """Decode ``data`` as Python source (PEP 263 cookie or BOM, else UTF-8).
+
+    Raises :class:`SourceError` for NUL bytes, an unknown encoding or undecodable bytes.
+    """
+    nul = data.find(b"\x00")
+    if nul != -1:
+        line = data.count(b"\n", 0, nul) + 1
+        raise SourceError(path, "contains a NUL byte; is it a Python file?", line)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise SourceError(path, f"bad encoding declaration: {exc.msg}") from None
+    try:
+        return data.decode("utf-8-sig" if encoding == "utf-8-sig" else encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        bad = data[exc.start : exc.start + 1].hex()
+        raise SourceError(
+            path, f"cannot be decoded as {encoding} (byte 0x{bad} at offset {exc.start})", line
+        ) from None
+    except LookupError:
+        raise SourceError(path, f"unknown encoding {encoding!r}") from None
+
+
+def module_name(path: str | os.PathLike[str]) -> str | None:
+    """The dotted name ``path`` imports as, found by walking up through ``__init__.py`` packages.
+
+    ``pkg/sub/mod.py`` gives ``pkg.sub.mod`` when ``pkg`` and ``sub`` hold an
+    ``__init__.py``; a file outside any package gives its bare stem.
+    """
+    file = Path(path).resolve()
+    if file.suffix not in (".py", ".pyi"):
+        return None
+    parts = [] if file.stem == "__init__" else [file.stem]
+    directory = file.parent
+    while (directory / "__init__.py").is_file():
+        if not directory.name.isidentifier():
+            break
+        parts.insert(0, directory.name)
+        directory = directory.parent
+    if not parts or not all(p.isidentifier() for p in parts):
+        return None
+    return ".".join(parts)
+
+
+def read_source(path: str) -> SourceFile:
+    """Read and decode one file; raises :class:`SourceError` with the reason when it can't."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except IsADirectoryError:
+        raise SourceError(path, "is a directory") from None
+    except FileNotFoundError:
+        raise SourceError(path, "no such file or directory") from None
+    except OSError as exc:
+        raise SourceError(path, f"cannot be read: {exc.strerror or exc}") from None
+    return SourceFile(path=path, text=decode_source(data, path), module=module_name(path))
