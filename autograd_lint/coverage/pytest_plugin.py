@@ -1,8 +1,41 @@
-"""The pytest plugin: inert unless ``--autograd-cov`` or ``autograd_cov = true`` enables it."""
+"""The pytest plugin: truthful coverage for autograd code during a test run.
+
+Registered as a ``pytest11`` entry point, so it is imported by every pytest
+run of every project that installs autograd-lint.  Until ``--autograd-cov``
+(or ``autograd_cov = true`` in the ini file) enables it, it only declares its
+options: it imports neither torch nor coverage and registers no other hook.
+
+Enabled, it (see ``docs/coverage.md``):
+
+* installs the thread bridge (:mod:`.bridge`);
+* installs the torch.compile recorder (:mod:`.compile_recorder`) if the
+  torch version is supported and its self-test passes, and adds the evidence
+  it confirmed to the running coverage before coverage (or pytest-cov) saves,
+  under the dynamic context ``<test node id>|torch.compile``;
+* counts, per Function, what ran (:mod:`.report`), prints the table at the
+  end of the run, writes the JSON report, and fails the run on request.
+
+It works under ``coverage run -m pytest``, under pytest-cov (whose
+``pytest_runtestloop`` wrapper saves after ours returns) and with
+pytest-xdist (workers send their counts to the controller).
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import warnings
+from typing import TYPE_CHECKING, Any, Generator
+
 import pytest
+
+if TYPE_CHECKING:
+    from autograd_lint.coverage.compile_recorder import Recorder
+    from autograd_lint.coverage.report import Row, Tally
+
+# Key of the counts each xdist worker sends back in ``workeroutput``.
+WORKER_KEY = "autograd_cov"
+CONTEXT_SUFFIX = "|torch.compile"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -11,6 +44,245 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--autograd-cov",
         action="store_true",
         default=None,
-        help="trace backward code on autograd engine threads and record torch.compile code",
+        help="trace backward code on autograd engine threads, record torch.compile code "
+        "and report per-Function runs (ini: autograd_cov)",
+    )
+    group.addoption(
+        "--autograd-cov-no-compile",
+        action="store_false",
+        dest="autograd_cov_compile",
+        default=None,
+        help="do not record torch.compile code (ini: autograd_cov_compile = false)",
+    )
+    group.addoption(
+        "--autograd-cov-source",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="where to look for Functions to report (repeatable; default: coverage's "
+        "[run] source, else the rootdir; ini: autograd_cov_source)",
+    )
+    group.addoption(
+        "--autograd-cov-report",
+        choices=("term", "none"),
+        default=None,
+        help="print the per-Function table at the end (term, the default) or not "
+        "(ini: autograd_cov_report)",
+    )
+    group.addoption(
+        "--autograd-cov-json",
+        default=None,
+        metavar="PATH",
+        help="write the per-Function report as JSON (ini: autograd_cov_json)",
+    )
+    group.addoption(
+        "--autograd-cov-fail-unexercised",
+        action="store_true",
+        default=None,
+        help="fail the run if any Function's backward never ran "
+        "(ini: autograd_cov_fail_unexercised)",
+    )
+    group.addoption(
+        "--autograd-cov-fail-under",
+        type=float,
+        default=None,
+        metavar="PERCENT",
+        help="fail the run if fewer than PERCENT %% of Functions had their backward run "
+        "(ini: autograd_cov_fail_under)",
     )
     parser.addini("autograd_cov", "enable --autograd-cov", type="bool", default=False)
+    parser.addini("autograd_cov_compile", "record torch.compile code", type="bool", default=True)
+    parser.addini("autograd_cov_source", "where to look for Functions", type="paths", default=[])
+    parser.addini("autograd_cov_report", "term or none", default="term")
+    parser.addini("autograd_cov_json", "path of the JSON report", default="")
+    parser.addini(
+        "autograd_cov_fail_unexercised", "fail if a backward never ran", type="bool", default=False
+    )
+    parser.addini("autograd_cov_fail_under", "minimum percent of backwards run", default="")
+
+
+def _setting(config: pytest.Config, name: str) -> Any:
+    """The command-line value of ``name`` if given, else the ini value."""
+    value = config.getoption(name)
+    return config.getini(name) if value is None else value
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _setting(config, "autograd_cov"):
+        config.pluginmanager.register(AutogradCov(config), "autograd_cov_enabled")
+
+
+class AutogradCov:
+    """The enabled plugin; one per pytest process (controller and each xdist worker)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from autograd_lint.coverage.report import Tally
+
+        self.config = config
+        self.tally: Tally = Tally()
+        self.recorder: Recorder | None = None
+        self.is_worker = hasattr(config, "workerinput")
+        self.rows: list[Row] = []
+        if importlib.util.find_spec("torch") is None:
+            return
+        # The user asked for autograd coverage, so the suite uses torch:
+        # importing it now costs nothing the first test would not pay.
+        from autograd_lint.coverage import bridge, report
+
+        bridge.install()
+        report.install(self.tally)
+        if self._compile_wanted():
+            self.recorder = self._start_recorder()
+
+    def _compile_wanted(self) -> bool:
+        from autograd_lint.coverage.compile_recorder import ENV_SWITCH
+
+        return bool(_setting(self.config, "autograd_cov_compile")) and os.environ.get(ENV_SWITCH) != "0"
+
+    def _start_recorder(self) -> Recorder | None:
+        """Install the compile recorder if this torch supports it and it proves itself."""
+        import torch
+
+        from autograd_lint.coverage import compile_recorder
+
+        forced = os.environ.get(compile_recorder.ENV_SWITCH) == "force"
+        if not forced and not compile_recorder.version_supported(torch.__version__):
+            return self._recorder_off(f"torch {torch.__version__} is not a version it was verified on")
+        try:
+            compile_recorder.install()
+        except (ImportError, AttributeError) as error:
+            return self._recorder_off(f"torch internals changed ({error})")
+        failure = compile_recorder.self_test()
+        if failure is not None:
+            return self._recorder_off(f"its self-test failed ({failure})")
+        recorder = compile_recorder.Recorder()
+        recorder.listeners.append(self.tally.on_compiled)
+        compile_recorder.activate(recorder)
+        return recorder
+
+    def _recorder_off(self, why: str) -> None:
+        from autograd_lint.coverage.compile_recorder import ENV_SWITCH
+
+        self.config.issue_config_time_warning(
+            pytest.PytestWarning(
+                f"autograd-cov: torch.compile recording is off: {why}. Code run only "
+                f"under torch.compile will show as not run. Silence this with "
+                f"--autograd-cov-no-compile or {ENV_SWITCH}=0."
+            ),
+            stacklevel=2,
+        )
+        return None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        if self.recorder is not None:
+            self.recorder.label = item.nodeid
+        try:
+            return (yield)
+        finally:
+            if self.recorder is not None:
+                self.recorder.label = ""
+
+    # trylast makes this the innermost wrapper: the code after ``yield`` runs
+    # before pytest-cov's wrapper stops and saves coverage.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        result = yield
+        if self.recorder is not None and self.recorder.store:
+            self._add_compile_evidence()
+        if self.is_worker:
+            self.config.workeroutput[WORKER_KEY] = self.tally.to_json()  # type: ignore[attr-defined]
+        else:
+            self._finish_report(session)
+        return result
+
+    def _add_compile_evidence(self) -> None:
+        from autograd_lint.coverage.coverage_data import add_evidence
+
+        assert self.recorder is not None
+        added = add_evidence(self.recorder.store, CONTEXT_SUFFIX)
+        if added is None:
+            warnings.warn(
+                pytest.PytestWarning(
+                    "autograd-cov: coverage is not running, so the torch.compile "
+                    "evidence recorded was not added anywhere"
+                ),
+                stacklevel=1,
+            )
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist controller: add a finished worker's counts."""
+        rows = getattr(node, "workeroutput", {}).get(WORKER_KEY)
+        if rows:
+            self.tally.merge(self.tally.from_json(rows))
+
+    def _roots(self) -> list[str]:
+        roots = _setting(self.config, "autograd_cov_source")
+        if roots:
+            return [str(r) for r in roots]
+        source = _coverage_source()
+        return source or [str(self.config.rootpath)]
+
+    def _finish_report(self, session: pytest.Session) -> None:
+        from autograd_lint.coverage import report
+
+        roots = self._roots()
+        self.rows = report.build(self.tally.counts, _discover(roots), roots)
+        json_path = _setting(self.config, "autograd_cov_json")
+        if json_path:
+            with open(json_path, "w", encoding="utf-8") as f:
+                f.write(report.to_json(self.rows) + "\n")
+        if _setting(self.config, "autograd_cov_fail_unexercised") and report.unexercised(self.rows):
+            session.testsfailed += 1
+        fail_under = _setting(self.config, "autograd_cov_fail_under")
+        if fail_under not in (None, "") and report.exercised_percent(self.rows) < float(fail_under):
+            session.testsfailed += 1
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from autograd_lint.coverage import report
+
+        if self.is_worker or _setting(self.config, "autograd_cov_report") == "none":
+            return
+        terminalreporter.write_sep("-", "autograd-cov: runs per Function (eager+compiled c)")
+        if not self.rows:
+            terminalreporter.write_line("no autograd.Function found or run")
+        for line in report.format_table(self.rows, str(self.config.rootpath)):
+            terminalreporter.write_line(line)
+        missing = report.unexercised(self.rows)
+        fail_under = _setting(self.config, "autograd_cov_fail_under")
+        if missing:
+            terminalreporter.write_line(
+                f"backward never ran: {len(missing)} of "
+                f"{sum(r.has_backward is not False for r in self.rows)} Functions "
+                f"({report.exercised_percent(self.rows):.1f}% exercised)"
+            )
+        if fail_under not in (None, "") and report.exercised_percent(self.rows) < float(fail_under):
+            terminalreporter.write_line(
+                f"FAIL: backward exercised for {report.exercised_percent(self.rows):.1f}% "
+                f"of Functions, under --autograd-cov-fail-under={float(fail_under):g}"
+            )
+        elif missing and _setting(self.config, "autograd_cov_fail_unexercised"):
+            terminalreporter.write_line("FAIL: --autograd-cov-fail-unexercised")
+
+
+def _coverage_source() -> list[str]:
+    """coverage's ``[run] source`` directories, if coverage runs with one."""
+    try:
+        import coverage
+    except ImportError:
+        return []
+    cov = coverage.Coverage.current()
+    if cov is None:
+        return []
+    source = cov.get_option("run:source") or []
+    return [s for s in source if os.path.isdir(s)]
+
+
+def _discover(roots: list[str]) -> list[Any]:
+    """The analyser's Functions under ``roots``; empty until the analyser is installed."""
+    try:
+        from autograd_lint.discovery import discover_functions
+    except ImportError:
+        return []
+    return list(discover_functions(roots))
