@@ -1,0 +1,309 @@
+"""Syntactic control flow over method bodies: paths, fall-through and in-place writes.
+
+Everything here is intraprocedural and path-insensitive beyond ``if``/``else``:
+it tells how many times something can happen on one path through a body, whether
+a body can end without ``return``, and which names are written in place before
+they are rebound.  Nested ``def``/``lambda``/``class`` bodies never count: they
+do not run where they are written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+import libcst as cst
+
+from autograd_lint.exprs import dotted_name
+from autograd_lint.imports import ImportMap
+
+NEVER = -(10**9)  # the count on a path that does not exist
+Counter = Callable[[cst.CSTNode], int]
+
+# Methods that return a view of (or the same storage as) their receiver.
+ALIAS_METHODS = frozenset(
+    "view view_as reshape contiguous squeeze unsqueeze t transpose expand flatten".split()
+)
+# In-place methods that do not write tensor data.
+HARMLESS_INPLACE = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
+
+
+class _Count(cst.CSTVisitor):
+    def __init__(self, counter: Counter) -> None:
+        self.counter = counter
+        self.total = 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        self.total += self.counter(node)
+        return True
+
+
+def count_in(node: cst.CSTNode | None, counter: Counter) -> int:
+    """How many nodes under ``node`` the counter counts (nested scopes excluded)."""
+    if node is None:
+        return 0
+    visitor = _Count(counter)
+    node.visit(visitor)
+    return visitor.total
+
+
+def _body(suite: cst.BaseSuite | None) -> Sequence[cst.BaseStatement]:
+    if suite is None:
+        return ()
+    if isinstance(suite, cst.IndentedBlock):
+        return suite.body
+    return (cst.SimpleStatementLine(body=suite.body),)  # type: ignore[attr-defined]
+
+
+def _ends(statement: cst.SimpleStatementLine) -> bool:
+    return any(isinstance(s, (cst.Return, cst.Raise)) for s in statement.body)
+
+
+def path_counts(body: Sequence[cst.BaseStatement], counter: Counter) -> tuple[int, int]:
+    """The most counted nodes on one path: (paths that fall through, paths that return).
+
+    Branches of an ``if`` are exclusive; anything in a loop body counts twice,
+    since the loop may run it again.
+    """
+    through, ended = 0, NEVER
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            through += count_in(statement, counter)
+            if _ends(statement):
+                return NEVER, max(ended, through)
+        elif isinstance(statement, cst.If):
+            test = count_in(statement.test, counter)
+            body_through, body_ended = path_counts(_body(statement.body), counter)
+            if isinstance(statement.orelse, cst.If):
+                else_through, else_ended = path_counts([statement.orelse], counter)
+            elif isinstance(statement.orelse, cst.Else):
+                else_through, else_ended = path_counts(_body(statement.orelse.body), counter)
+            else:
+                else_through, else_ended = 0, NEVER
+            ended = max(ended, through + test + body_ended, through + test + else_ended)
+            through = through + test + max(body_through, else_through)
+        elif isinstance(statement, (cst.For, cst.While)):
+            inner = count_in(statement.body, counter)
+            head = count_in(statement.iter if isinstance(statement, cst.For) else statement.test, counter)
+            through += head + 2 * inner + count_in(statement.orelse, counter)
+        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        elif isinstance(statement, (cst.With,)):
+            items = sum(count_in(item, counter) for item in statement.items)
+            inner_through, inner_ended = path_counts(_body(statement.body), counter)
+            ended = max(ended, through + items + inner_ended)
+            through = through + items + inner_through
+        else:  # try, match, ...: every part may run
+            through += count_in(statement, counter)
+        if through < 0:
+            break
+    return through, ended
+
+
+def most_on_one_path(body: Sequence[cst.BaseStatement], counter: Counter) -> int:
+    return max(path_counts(body, counter))
+
+
+def can_fall_through(body: Sequence[cst.BaseStatement]) -> bool:
+    """Whether control can reach the end of ``body`` without ``return`` or ``raise``."""
+    if not body:
+        return True
+    last = body[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return not _ends(last)
+    if isinstance(last, cst.If):
+        if last.orelse is None:
+            return True
+        rest = [last.orelse] if isinstance(last.orelse, cst.If) else _body(last.orelse.body)
+        return can_fall_through(_body(last.body)) or can_fall_through(rest)
+    if isinstance(last, cst.With):
+        return can_fall_through(_body(last.body))
+    if isinstance(last, cst.While):
+        # `while True:` without break only ends through return/raise.
+        is_forever = isinstance(last.test, cst.Name) and last.test.value == "True"
+        return not is_forever or count_in(last.body, lambda n: isinstance(n, cst.Break)) > 0
+    if isinstance(last, cst.Try):
+        if last.finalbody is not None and not can_fall_through(_body(last.finalbody.body)):
+            return False
+        body_ends = not can_fall_through(_body(last.body)) if last.orelse is None else not can_fall_through(
+            _body(last.orelse.body)
+        )
+        handlers_end = all(not can_fall_through(_body(h.body)) for h in last.handlers)
+        return not (body_ends and handlers_end)
+    if isinstance(last, cst.Match):
+        return False  # undecided: stay silent
+    return True
+
+
+@dataclass(frozen=True)
+class InplaceWrite:
+    """An in-place write to the tensor bound to ``name`` (through an alias, perhaps)."""
+
+    name: str
+    node: cst.CSTNode
+    how: str  # e.g. "mul_()", "[...] =", "+=", "out="
+
+
+def _alias_root(value: cst.BaseExpression, aliases: dict[str, str]) -> str | None:
+    """The tracked name ``value`` is a view of (``x.view(-1)`` -> ``x``)."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        if value.func.attr.value not in ALIAS_METHODS:
+            return None
+        value = value.func.value
+    if isinstance(value, cst.Name) and value.value in aliases:
+        return aliases[value.value]
+    return None
+
+
+def inplace_writes(
+    body: Sequence[cst.BaseStatement],
+    tracked: set[str],
+    imports: ImportMap,
+    augmented_ok: Callable[[str], bool],
+) -> list[InplaceWrite]:
+    """In-place writes to ``tracked`` names (or their views) before each is rebound.
+
+    Statements are taken in text order, branches included: once a name is
+    rebound anywhere, later writes to it are not reported, which can only make
+    findings fewer.  ``augmented_ok(name)`` says whether ``name += ...`` is an
+    in-place write (true for tensors; for a Python number it rebinds).
+    """
+    aliases = {name: name for name in tracked}
+    found: list[InplaceWrite] = []
+
+    def target_root(node: cst.BaseExpression) -> str | None:
+        if isinstance(node, cst.Name):
+            return aliases.get(node.value)
+        return _alias_root(node, aliases)
+
+    class _Writes(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                qualified = imports.resolve(dotted_name(func) or "") if dotted_name(func) else None
+                if qualified and qualified.startswith("torch."):
+                    short = qualified.rsplit(".", 1)[-1]
+                    if _is_inplace_name(short) and node.args:
+                        root = target_root(node.args[0].value)
+                        if root:
+                            found.append(InplaceWrite(root, node, f"{dotted_name(func)}()"))
+                elif _is_inplace_name(method):
+                    root = target_root(func.value)
+                    if root:
+                        found.append(InplaceWrite(root, node, f"{method}()"))
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "out":
+                    root = target_root(arg.value)
+                    if root:
+                        found.append(InplaceWrite(root, node, "out="))
+
+    def visit_targets(statement: cst.CSTNode) -> None:
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign):
+                for target in small.targets:
+                    node = target.target
+                    if isinstance(node, cst.Subscript):
+                        root = target_root(node.value)
+                        if root:
+                            found.append(InplaceWrite(root, small, "[...] ="))
+            elif isinstance(small, cst.AugAssign):
+                node = small.target
+                if isinstance(node, cst.Subscript):
+                    root = target_root(node.value)
+                    if root:
+                        found.append(InplaceWrite(root, small, "[...] op="))
+                elif isinstance(node, cst.Name) and node.value in aliases and augmented_ok(node.value):
+                    found.append(InplaceWrite(aliases[node.value], small, small.operator.__class__.__name__))
+
+    def rebind(statement: cst.CSTNode) -> None:
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(small, (cst.Assign, cst.AnnAssign)):
+                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                for target in targets:
+                    for name in _names(target):
+                        root = _alias_root(small.value, aliases) if isinstance(target, cst.Name) and small.value else None
+                        if root is not None:
+                            aliases[name] = root
+                        else:
+                            aliases.pop(name, None)
+
+    def walk(statements: Sequence[cst.BaseStatement]) -> None:
+        for statement in statements:
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            if isinstance(statement, cst.SimpleStatementLine):
+                statement.visit(_Writes())
+                visit_targets(statement)
+                rebind(statement)
+                continue
+            # Compound statement: its header expressions, then its bodies in order.
+            for header in _headers(statement):
+                header.visit(_Writes())
+            if isinstance(statement, cst.For):
+                for name in _names(statement.target):
+                    aliases.pop(name, None)
+            if isinstance(statement, cst.With):
+                for item in statement.items:
+                    if item.asname is not None:
+                        for name in _names(item.asname.name):
+                            aliases.pop(name, None)
+            for child in _child_bodies(statement):
+                walk(child)
+
+    walk(body)
+    return found
+
+
+def _is_inplace_name(name: str) -> bool:
+    return name.endswith("_") and not name.startswith("_") and name not in HARMLESS_INPLACE
+
+
+def _names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _names(target.value)
+
+
+def _headers(statement: cst.CSTNode) -> list[cst.CSTNode]:
+    if isinstance(statement, cst.If):
+        return [statement.test]
+    if isinstance(statement, cst.While):
+        return [statement.test]
+    if isinstance(statement, cst.For):
+        return [statement.iter]
+    if isinstance(statement, cst.With):
+        return list(statement.items)
+    return []
+
+
+def _child_bodies(statement: cst.CSTNode) -> Iterator[Sequence[cst.BaseStatement]]:
+    for field in ("body", "orelse", "finalbody"):
+        child = getattr(statement, field, None)
+        if child is None:
+            continue
+        if isinstance(child, cst.If):
+            yield [child]
+        elif isinstance(child, cst.BaseSuite):
+            yield _body(child)
+        elif hasattr(child, "body"):
+            yield _body(child.body)
+    for handler in getattr(statement, "handlers", ()):
+        yield _body(handler.body)
+    for case in getattr(statement, "cases", ()):
+        yield _body(case.body)

@@ -1,0 +1,235 @@
+"""AGL001: backward returns the wrong number of gradients."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.spec import Kind
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+class GradientCount(Rule):
+    """Checks that every ``return`` of ``backward`` (or ``vjp``) gives one gradient per
+    forward input.  Only returns whose length syntax can tell are checked: a tuple
+    literal, a local name bound once to one, or a single tensor expression.  Extra
+    trailing ``None`` values are allowed, as PyTorch allows them."""
+
+    code = "AGL001"
+    title = "backward returns the wrong number of gradients"
+    severity = Severity.ERROR
+    why = (
+        "Too few gradients fail when backward runs: `RuntimeError: function FBackward returned "
+        "an incorrect number of gradients (expected 3, got 2)`. An extra value that is not "
+        "`None` fails the same way (`expected 1, got 2`). Extra trailing `None`s are accepted."
+    )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        n_inputs = function.n_inputs
+        for name in ("backward", "vjp"):
+            method = function.methods.get(name)
+            if method is None or n_inputs is None:
+                continue
+            for ret in method.returns:
+                if ret.elements is not None:
+                    count = len(ret.elements)
+                    extra = ret.elements[n_inputs:]
+                    if count >= n_inputs and all(e.kind is Kind.NONE for e in extra):
+                        continue
+                elif ret.value is not None and ret.shape == "other" and ret.value.kind is Kind.TENSOR:
+                    count = 1
+                    if n_inputs == 1:
+                        continue
+                else:
+                    continue
+                yield Report(
+                    ret.position,
+                    f"{function.name}.{name} returns {_plural(count, 'gradient')}, but forward "
+                    f"takes {_plural(n_inputs, 'input')}"
+                    + (" (extra gradients must be None)" if count > n_inputs else ""),
+                )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    return grad * b, grad * a
+            """
+        ),
+        # Trap 1: trailing Nones beyond the inputs are accepted by PyTorch.
+        Valid(
+            """
+            from torch.autograd import Function
+
+            class Scale(Function):
+                @staticmethod
+                def forward(ctx, x, factor):
+                    ctx.factor = factor
+                    return x * factor
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.factor, None, None, None
+            """
+        ),
+        # Trap 2: returned variables and tuple arithmetic have unknown length.
+        Valid(
+            """
+            import torch
+
+            class Checkpoint(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, run_function, preserve, x, y):
+                    return run_function(x, y)
+
+                @staticmethod
+                def backward(ctx, *grads):
+                    inner = tuple(g for g in grads)
+                    return (None, None) + inner
+            """
+        ),
+        # Trap 3: *args in forward makes the input count unknown.
+        Valid(
+            """
+            import torch
+
+            class Many(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, *tensors):
+                    return sum(tensors)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, grad
+            """
+        ),
+        # Trap 4: returns of different lengths are each checked on their own.
+        Valid(
+            """
+            import torch
+
+            class Maybe(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, bias):
+                    ctx.has_bias = bias is not None
+                    return x if bias is None else x + bias
+
+                @staticmethod
+                def backward(ctx, grad):
+                    if ctx.has_bias:
+                        return grad, grad.sum(0)
+                    return grad, None
+            """
+        ),
+        # Trap 5: split style counts every forward parameter; forward lives in a base.
+        Valid(
+            """
+            import torch
+
+            class Base(torch.autograd.Function):
+                @staticmethod
+                def forward(x, y):
+                    return x + y
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    pass
+
+            class Add(Base):
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, grad
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    return grad * b
+            """,
+            line=12,
+            message="Mul.backward returns 1 gradient, but forward takes 2 inputs",
+        ),
+        Invalid(
+            """
+            from torch.autograd import Function as F
+
+            class Square(F):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x * x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return 2 * x * grad, grad
+            """,
+            line=12,
+            message="extra gradients must be None",
+        ),
+        Invalid(
+            """
+            import torch.autograd as ag
+
+            class Lerp(ag.Function):
+                @staticmethod
+                def forward(ctx, a, b, w):
+                    ctx.save_for_backward(w)
+                    return a + w * (b - a)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (w,) = ctx.saved_tensors
+                    grads = (grad * (1 - w), grad * w)
+                    return grads
+            """,
+            line=13,
+            message="returns 2 gradients, but forward takes 3 inputs",
+        ),
+        # Split style: forward takes no ctx, so both parameters are inputs.
+        Invalid(
+            """
+            import torch
+
+            class Add(torch.autograd.Function):
+                @staticmethod
+                def forward(x, y):
+                    return x + y
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    pass
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return (grad,)
+            """,
+            line=14,
+        ),
+    ]

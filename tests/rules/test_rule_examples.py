@@ -1,0 +1,45 @@
+"""Every rule's own VALID and INVALID examples, in one parametrised test (as Fixit does)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autograd_lint.analysis import analyze
+from autograd_lint.engine import check_analysis
+from autograd_lint.rules import all_rules
+from autograd_lint.rules.base import Invalid, Rule, Valid
+from autograd_lint.settings import Settings
+from autograd_lint.source import SourceFile
+
+CASES = [
+    pytest.param(rule, example, id=f"{rule.code}-{kind}-{index}")
+    for rule in all_rules()
+    for kind, examples in (("valid", rule.VALID), ("invalid", rule.INVALID))
+    for index, example in enumerate(examples)
+]
+
+
+def findings(rule: type[Rule], source: str) -> list:
+    settings = Settings(select=(rule.code,))
+    analysis = analyze(SourceFile("example.py", source, "example"), {}, settings)
+    return [d for d in check_analysis(analysis, settings, honour_noqa=False) if d.code == rule.code]
+
+
+@pytest.mark.parametrize(("rule", "example"), CASES)
+def test_example(rule: type[Rule], example: Valid | Invalid) -> None:
+    compile(example.source, "example.py", "exec")  # examples must be valid Python
+    found = findings(rule, example.source)
+    if isinstance(example, Valid):
+        assert found == [], f"{rule.code} reported on a VALID example: {found}"
+        return
+    assert found, f"{rule.code} reported nothing on an INVALID example"
+    if example.line is not None:
+        assert example.line in {d.line for d in found}, found
+    if example.message is not None:
+        assert any(example.message in d.message for d in found), found
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)
+def test_rule_carries_enough_examples(rule: type[Rule]) -> None:
+    assert len(rule.VALID) >= 3 and len(rule.INVALID) >= 3
+    assert rule.title and rule.why and rule.what_it_does()
