@@ -1,14 +1,168 @@
-"""The ``autograd-lint gen-tests`` sub-command."""
+"""The ``autograd-lint gen-tests`` sub-command: one gradcheck test module per source module.
+
+Exit codes: 0 when every file is up to date or was written; 1 with ``--check``
+when some generated file is missing or stale; 2 when a source file could not be
+read or parsed, the recording could not be read, or an edited file was kept
+(each reported on one line, the run goes on).  The command never imports torch
+nor the analysed code.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+
+from autograd_lint.gentests import recording
+from autograd_lint.gentests.callsites import CallSite, find_call_sites, match_call_sites
+from autograd_lint.gentests.checks import checks_for
+from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
+from autograd_lint.gentests.literals import default_sources
+from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
+from autograd_lint.gentests.writer import FileState, compose, file_state, write_python_atomic
+from autograd_lint.spec import FunctionSpec
+
+DEFAULT_OUT = os.path.join("tests", "autograd_generated")
+EXIT_OK = 0
+EXIT_STALE = 1
+EXIT_ERROR = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
-    parser.add_argument("--out", default="tests/autograd_generated", metavar="DIR")
+    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH",
+                        help="files or directories to analyse (default: .)")
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                        help=f"directory of the generated test modules (default: {DEFAULT_OUT})")
+    parser.add_argument("--inputs", default=recording.DEFAULT_PATH, metavar="FILE",
+                        help="inputs recorded by `pytest --autograd-record` "
+                        f"(default: {recording.DEFAULT_PATH}; a missing file is fine)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if a generated file is missing or stale")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite generated files even where they were edited")
+
+
+@dataclass
+class ModuleTarget:
+    """The Functions of one source module and where its test module goes."""
+
+    module: str
+    path: str
+    import_root: str
+    functions: list[FunctionSpec]
+
+
+def import_root(path: str, module: str) -> str:
+    """The directory from which ``module`` (defined in ``path``) is importable."""
+    directory = os.path.dirname(os.path.realpath(path))
+    depth = module.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
+    for _ in range(depth):
+        directory = os.path.dirname(directory)
+    return directory
+
+
+def output_name(module: str) -> str:
+    return "test_gradcheck_" + module.replace(".", "_") + ".py"
+
+
+def group_by_module(specs: list[FunctionSpec]) -> tuple[list[ModuleTarget], list[FunctionSpec]]:
+    """Importable Functions with a backward grouped by module, and the ones left out.
+
+    A class defined inside a function can't be imported by a test, so it is left out.
+    """
+    targets: dict[str, ModuleTarget] = {}
+    left_out: list[FunctionSpec] = []
+    for spec in specs:
+        if spec.backward_method is None:
+            continue
+        if "<locals>" in spec.qualname:
+            left_out.append(spec)
+            continue
+        module = spec.module or os.path.splitext(os.path.basename(spec.path))[0]
+        if module not in targets:
+            targets[module] = ModuleTarget(module, spec.path, import_root(spec.path, module), [])
+        targets[module].functions.append(spec)
+    return list(targets.values()), left_out
+
+
+def plan_function(
+    spec: FunctionSpec, specs: list[FunctionSpec], sites: list[CallSite], recorded: recording.Recording
+) -> FunctionPlan:
+    inputs: FunctionInputs = choose_inputs(
+        spec, recorded.cases_for(spec), match_call_sites(spec, sites, specs), default_sources(spec)
+    )
+    return FunctionPlan(spec, inputs, checks_for(spec, inputs))
+
+
+def _describe_only(analysis: object, settings: object) -> None:
+    """The per-file job of discovery: gen-tests needs the FunctionSpecs only."""
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
-    return 0
+    from autograd_lint.discovery import iter_targets, run as discover
+    from autograd_lint.settings import Settings
+    from autograd_lint.source import SourceError, read_source
+
+    settings = Settings()
+    errors: list[str] = []
+
+    def report(message: str) -> None:
+        errors.append(message)
+        print(message, file=sys.stderr)
+
+    found = discover(args.paths, settings, _describe_only)
+    for error in found.errors:
+        report(str(error))
+    failed_paths = {error.path for error in found.errors}
+    specs = found.functions
+
+    sites: list[CallSite] = []
+    for target in iter_targets(args.paths, settings):
+        if isinstance(target, SourceError) or target.path in failed_paths:
+            continue
+        try:
+            sites.extend(find_call_sites(read_source(target.path)))
+        except SourceError as error:
+            report(str(error))
+
+    try:
+        recorded = recording.load(args.inputs)
+    except recording.RecordingError as error:
+        report(str(error))
+        recorded = recording.Recording({})
+
+    targets, left_out = group_by_module(specs)
+    for spec in left_out:
+        print(f"{spec.path}:{spec.position.line}: {spec.qualname} is defined inside a function; "
+              "a test cannot import it, none generated")
+    out_dir = os.path.realpath(args.out)
+    origins: Counter[Origin] = Counter()
+    stale: list[str] = []
+    for target in targets:
+        plans = [plan_function(spec, specs, sites, recorded) for spec in target.functions]
+        origins.update(plan.inputs.origin for plan in plans)
+        root_from_test = os.path.relpath(target.import_root, out_dir).replace(os.sep, "/")
+        body = render_module(target.module, plans, root_from_test)
+        display = os.path.relpath(target.path).replace(os.sep, "/")
+        text = compose(header_comment(display, target.module), body)
+        out_path = os.path.join(args.out, output_name(target.module))
+        state = file_state(out_path, text)
+        if state is FileState.UP_TO_DATE:
+            continue
+        if args.check:
+            stale.append(out_path)
+            print(f"{out_path}: {state.value}")
+        elif state in (FileState.EDITED, FileState.FOREIGN) and not args.force:
+            report(f"{out_path}: {state.value} since generation; not overwritten (use --force)")
+        else:
+            write_python_atomic(out_path, text)
+            print(f"wrote {out_path} ({len(plans)} Function(s))")
+
+    summary = ", ".join(f"{origins[origin]} {origin.value}" for origin in Origin)
+    print(f"inputs of {sum(origins.values())} Function(s): {summary}")
+    if errors:
+        return EXIT_ERROR
+    return EXIT_STALE if stale else EXIT_OK

@@ -1,12 +1,30 @@
 """pytest plugin that records the arguments of every ``Function.apply`` call.
 
 Registered through the ``pytest11`` entry point, so it is loaded in every pytest
-run: it stays inert, and never imports torch, unless ``--autograd-record`` is given.
+run of everyone who installs autograd-lint: it only adds the option, and imports
+torch and patches ``torch.autograd.Function.apply`` only when
+``--autograd-record[=FILE]`` is given.  The structure of each call's arguments
+(tensor shape, dtype, device, requires_grad; small literal values) is kept in a
+:class:`~autograd_lint.gentests.recording.Recorder`, never tensor values.
+
+Under pytest-xdist each worker records on its own and hands its cases to the
+controller (``workeroutput``), which writes the one file.
 """
 
 from __future__ import annotations
 
+import inspect
+import os
+from typing import Any, Callable
+
 import pytest
+
+from autograd_lint.gentests.recording import DEFAULT_PATH, EncodedArg, Recorder
+
+WORKER_OUTPUT_KEY = "autograd_lint_recorded_inputs"
+# Non-tensor values larger than this are not "small": the call is not recorded.
+MAX_STRING_LENGTH = 200
+MAX_SEQUENCE_LENGTH = 16
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -15,9 +33,146 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--autograd-record",
         action="store",
         nargs="?",
-        const=".autograd-lint/inputs.json",
+        const=DEFAULT_PATH,
         default=None,
         metavar="FILE",
         help="record the argument structure of every autograd.Function.apply call "
-        "to FILE (default .autograd-lint/inputs.json) for autograd-lint gen-tests",
+        f"to FILE (default {DEFAULT_PATH}) for `autograd-lint gen-tests`",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    destination = config.getoption("autograd_record", default=None)
+    if destination is None:
+        return
+    path = os.path.join(str(config.invocation_params.dir), destination)
+    config.pluginmanager.register(_RecordingSession(config, path), "autograd-lint-recording")
+
+
+class _ArgumentEncoder:
+    """Encodes ``apply`` arguments for :class:`Recorder`; None means "not recordable"."""
+
+    def __init__(self, torch_module: Any) -> None:
+        self.torch = torch_module
+
+    def encode(self, value: Any, nested: bool = False) -> EncodedArg | None:
+        torch = self.torch
+        if isinstance(value, torch.Tensor):
+            if nested:
+                return None
+            try:
+                shape = [int(size) for size in value.shape]
+            except (TypeError, RuntimeError):  # symbolic sizes under tracing
+                return None
+            return {"tensor": {"shape": shape, "dtype": str(value.dtype).removeprefix("torch."),
+                               "device": str(value.device), "requires_grad": bool(value.requires_grad)}}
+        if value is None or isinstance(value, (bool, int)):
+            return {"value": value}
+        if isinstance(value, str):
+            return {"value": value} if len(value) <= MAX_STRING_LENGTH else None
+        if isinstance(value, float):
+            return {"float": repr(value)}
+        if isinstance(value, torch.dtype):
+            return {"dtype": str(value).removeprefix("torch.")}
+        if isinstance(value, (tuple, list)) and len(value) <= MAX_SEQUENCE_LENGTH:
+            items = [self.encode(item, nested=True) for item in value]
+            if any(item is None for item in items):
+                return None
+            return {"tuple" if isinstance(value, tuple) else "list": items}
+        return None
+
+
+def _positional_arguments(cls: Any, function_base: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    """``args`` with ``kwargs`` bound into their positions, or None if that can't be done."""
+    if not kwargs:
+        return args
+    try:
+        parameters = list(inspect.signature(cls.forward).parameters.values())
+        if cls.setup_context is function_base.setup_context:
+            parameters = parameters[1:]  # old style: forward's first parameter is ctx
+        bound = inspect.Signature(parameters).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    return None if bound.kwargs else tuple(bound.args)
+
+
+class _RecordingSession:
+    """Patches ``Function.apply`` for the session and writes the recording at its end."""
+
+    def __init__(self, config: pytest.Config, path: str) -> None:
+        import torch  # only here: the plugin is inert, and torch-free, without the option
+
+        self.config = config
+        self.path = path
+        self.rootdir = str(config.rootpath)
+        self.recorder = Recorder()
+        self.encoder = _ArgumentEncoder(torch)
+        self.unrecorded_calls = 0
+        self.sources: dict[type, str] = {}
+        self.function_base = torch.autograd.Function
+        self.original_apply = self.function_base.__dict__["apply"]
+        self.function_base.apply = classmethod(self._recording_apply(self.original_apply.__func__))
+
+    def _recording_apply(self, apply: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+
+        def recording_apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            session.record(cls, args, kwargs)
+            return apply(cls, *args, **kwargs)
+
+        recording_apply.__doc__ = apply.__doc__
+        return recording_apply
+
+    def _source_path(self, cls: type) -> str:
+        if cls not in self.sources:
+            try:
+                path = os.path.realpath(inspect.getsourcefile(cls) or "")
+            except TypeError:
+                path = ""
+            relative = os.path.relpath(path, self.rootdir) if path else ""
+            self.sources[cls] = (path if relative.startswith("..") else relative).replace(os.sep, "/")
+        return self.sources[cls]
+
+    def record(self, cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Count one call; never raises, so that recording cannot break the user's tests."""
+        try:
+            module = str(getattr(cls, "__module__", ""))
+            if module == "torch" or module.startswith("torch."):
+                return
+            positional = _positional_arguments(cls, self.function_base, args, kwargs)
+            encoded = [self.encoder.encode(arg) for arg in positional] if positional is not None else [None]
+            if any(arg is None for arg in encoded):
+                self.unrecorded_calls += 1
+                return
+            self.recorder.add(module, cls.__qualname__, self._source_path(cls), encoded)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - see docstring
+            self.unrecorded_calls += 1
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist controller: merge what a worker recorded."""
+        output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY)
+        if output is not None:
+            self.recorder.merge(output["recording"])
+            self.unrecorded_calls += output["unrecorded_calls"]
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        worker_output = getattr(self.config, "workeroutput", None)
+        if worker_output is not None:
+            worker_output[WORKER_OUTPUT_KEY] = {
+                "recording": self.recorder.as_json(), "unrecorded_calls": self.unrecorded_calls,
+            }
+            return
+        self.recorder.write(self.path)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if getattr(self.config, "workeroutput", None) is not None:
+            return
+        skipped = f", {self.unrecorded_calls} call(s) with unrecordable arguments" if self.unrecorded_calls else ""
+        terminalreporter.write_line(
+            f"autograd-lint: recorded inputs of {len(self.recorder.functions)} Function(s) to {self.path}{skipped}"
+        )
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.function_base.apply = self.original_apply

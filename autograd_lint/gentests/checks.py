@@ -1,0 +1,65 @@
+"""Which checks a Function gets, decided from its spec alone.
+
+Each check is one generated test method calling one function of :mod:`.harness`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from autograd_lint.gentests.inputs import FunctionInputs
+from autograd_lint.spec import FunctionSpec
+
+
+class Check(enum.Enum):
+    """A generated test: the value is the test method's name without ``test_``."""
+
+    GRADCHECK = "gradcheck"
+    GRADGRADCHECK = "gradgradcheck"
+    ONCE_DIFFERENTIABLE = "double_backward_raises"
+    FORWARD_AD = "forward_ad"
+    VMAP = "vmap"
+    UNDEFINED_GRAD = "undefined_grad"
+    NON_TENSOR_GRADS = "non_tensor_grads_are_none"
+
+    @property
+    def harness_function(self) -> str:
+        return _HARNESS_FUNCTIONS[self]
+
+
+_HARNESS_FUNCTIONS = {
+    Check.GRADCHECK: "check_gradcheck",
+    Check.GRADGRADCHECK: "check_gradgradcheck",
+    Check.ONCE_DIFFERENTIABLE: "check_once_differentiable",
+    Check.FORWARD_AD: "check_forward_ad",
+    Check.VMAP: "check_vmap",
+    Check.UNDEFINED_GRAD: "check_undefined_grad",
+    Check.NON_TENSOR_GRADS: "check_non_tensor_grads_are_none",
+}
+
+
+def disables_grad_materialisation(spec: FunctionSpec) -> bool:
+    """Whether a method calls ``ctx.set_materialize_grads(False)``."""
+    return any(
+        call.args and call.args[0].text == "False"
+        for method in spec.effective_methods.values()
+        for call in method.calls("set_materialize_grads")
+    )
+
+
+def checks_for(spec: FunctionSpec, inputs: FunctionInputs) -> tuple[Check, ...]:
+    """The checks of ``spec``, in a fixed order; () when it has no backward."""
+    backward = spec.backward_method
+    if backward is None:
+        return ()
+    checks = [Check.GRADCHECK]
+    checks.append(Check.ONCE_DIFFERENTIABLE if backward.is_once_differentiable else Check.GRADGRADCHECK)
+    if spec.method("jvp") is not None:
+        checks.append(Check.FORWARD_AD)
+    if spec.method("vmap") is not None or spec.attribute_is_true("generate_vmap_rule"):
+        checks.append(Check.VMAP)
+    if disables_grad_materialisation(spec):
+        checks.append(Check.UNDEFINED_GRAD)
+    if any(case.has_non_tensor for case in inputs.cases):
+        checks.append(Check.NON_TENSOR_GRADS)
+    return tuple(checks)

@@ -1,0 +1,314 @@
+"""Run-time support of the generated tests: input cases made concrete, and the checks.
+
+This is the only module of :mod:`autograd_lint.gentests` that imports torch; the
+test modules that ``autograd-lint gen-tests`` writes import it, the command never
+does.  A generated test states *what* to check on *which* input case; everything
+that needs torch (making tensors, finding a shape the forward accepts, calling
+gradcheck) happens here so that the generated files stay short and readable.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import pytest
+import torch
+
+from autograd_lint.gentests.render import RECORD_HINT
+
+
+# Random values are drawn from these domains, in this order, until the forward
+# returns finite outputs: signed values away from zero keep kinks (relu, abs) out
+# of gradcheck's finite differences; the positive and unit-interval domains serve
+# log/sqrt/reciprocal and asin/logit-like Functions.
+DOMAINS: tuple[tuple[str, float, float, bool], ...] = (
+    # name, low, high, random sign
+    ("signed", 0.5, 1.5, True),
+    ("positive", 0.5, 1.5, False),
+    ("unit", 0.1, 0.9, False),
+)
+
+BATCH_SIZE = 2
+SEED = 0
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor argument: its shape (``None``: searched at run time) and how it is made."""
+
+    shape: tuple[int, ...] | None
+    dtype: str = "float64"
+    device: str = "cpu"
+    requires_grad: bool = True
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input case: the positional arguments of ``apply``, tensors as :class:`TensorArg`."""
+
+    args: tuple[Any, ...]
+
+
+def tensor(
+    shape: Sequence[int], dtype: str = "float64", device: str = "cpu", requires_grad: bool = True
+) -> TensorArg:
+    """A tensor argument of a known shape."""
+    return TensorArg(tuple(shape), dtype, device, requires_grad)
+
+
+def any_tensor(dtype: str = "float64", requires_grad: bool = True) -> TensorArg:
+    """A tensor argument whose shape is searched for at run time."""
+    return TensorArg(None, dtype, "cpu", requires_grad)
+
+
+def requires_device(device: str) -> pytest.MarkDecorator:
+    """Skip a case recorded on ``device`` (``cuda``, ``cuda:1``, ``mps``...) where it is missing."""
+    kind = torch.device(device).type
+    if kind == "cpu":
+        available = True
+    else:
+        module = getattr(torch, kind, None)
+        available = module is not None and bool(module.is_available())
+    return pytest.mark.skipif(
+        not available, reason=f"case recorded on {device}; {kind} is not available here"
+    )
+
+
+def import_subject(module_name: str, test_file: str, root_from_test: str) -> Any:
+    """Import the analysed module, adding its import root to ``sys.path`` if needed.
+
+    ``root_from_test`` is the directory the module is importable from, relative to
+    the generated test file; it is only used when the module is not importable
+    already (an installed package, or a root that pytest put on ``sys.path``).
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        top_level = module_name.split(".")[0]
+        if error.name is None or error.name.split(".")[0] != top_level:
+            raise
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(test_file)), root_from_test))
+    sys.path.insert(0, root)
+    return importlib.import_module(module_name)
+
+
+# ---------------------------------------------------------------------------
+# Making arguments
+
+
+def _is_differentiable_dtype(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def _make_tensor(arg: TensorArg, shape: tuple[int, ...], domain: tuple[str, float, float, bool],
+                 generator: torch.Generator) -> torch.Tensor:
+    dtype = getattr(torch, arg.dtype)
+    if dtype == torch.bool:
+        values = torch.rand(shape, generator=generator, dtype=torch.float64) > 0.5
+    elif not _is_differentiable_dtype(dtype):
+        # 0 and 1 are valid indices along any dimension of the candidate shapes.
+        values = torch.randint(0, 2, shape, generator=generator).to(dtype)
+    else:
+        _, low, high, signed = domain
+        real = torch.float64
+        magnitude = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
+        if signed:
+            sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
+            magnitude = magnitude * sign.to(real)
+        values = magnitude.to(dtype)
+    values = values.to(arg.device)
+    if arg.requires_grad and _is_differentiable_dtype(dtype):
+        values.requires_grad_(True)
+    return values
+
+
+def _build(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]],
+           domain: tuple[str, float, float, bool], seed: int) -> tuple[Any, ...]:
+    generator = torch.Generator().manual_seed(seed)
+    built = []
+    for arg in case_args:
+        if isinstance(arg, TensorArg):
+            shape = arg.shape if arg.shape is not None else next(shapes)
+            built.append(_make_tensor(arg, shape, domain, generator))
+        else:
+            built.append(arg)
+    return tuple(built)
+
+
+def _search_shape_plans(count: int) -> list[tuple[tuple[int, ...], ...]]:
+    """Candidate shapes for ``count`` searched tensors, most common layouts first."""
+    same = [(3, 4), (2, 3, 4), (3, 3), (4,), ()]
+    dims = [3, 4, 5, 6, 7, 8, 9, 10][: count + 1]
+    plans: list[tuple[tuple[int, ...], ...]] = [tuple([same[0]] * count)]
+    # Matrix chains (a @ b @ ...), plain and batched.
+    plans.append(tuple((dims[i], dims[i + 1]) for i in range(count)))
+    plans.extend(tuple([shape] * count) for shape in same[1:3])
+    plans.append(tuple((2, dims[i], dims[i + 1]) for i in range(count)))
+    # A matrix with vectors broadcast against its last dimension (bias, scale).
+    plans.append(((3, 4),) + ((4,),) * (count - 1))
+    plans.extend(tuple([shape] * count) for shape in same[3:])
+    unique: list[tuple[tuple[int, ...], ...]] = []
+    for plan in plans:
+        if plan not in unique:
+            unique.append(plan)
+    return unique
+
+
+def _outputs_of(result: Any) -> tuple[Any, ...]:
+    return result if isinstance(result, tuple) else (result,)
+
+
+def _differentiable_outputs(result: Any) -> tuple[torch.Tensor, ...]:
+    return tuple(
+        out for out in _outputs_of(result)
+        if isinstance(out, torch.Tensor) and _is_differentiable_dtype(out.dtype)
+    )
+
+
+def _forward_accepts(function: Any, args: tuple[Any, ...]) -> bool:
+    try:
+        with torch.no_grad():
+            result = function.apply(*args)
+    except Exception:  # noqa: BLE001 - any error means "not this candidate"
+        return False
+    outputs = _differentiable_outputs(result)
+    return bool(outputs) and all(bool(torch.isfinite(out).all()) for out in outputs)
+
+
+Resolution = tuple[tuple[tuple[int, ...], ...], tuple[str, float, float, bool]]
+# (Function, repr(case)) -> resolution: every check of a case reuses one search;
+# repr because literal arguments (lists) need not be hashable.
+_resolved: dict[tuple[Any, str], Resolution | None] = {}
+
+
+def _resolve(function: Any, case: Case) -> Resolution | None:
+    """The searched shapes and value domain the forward accepts, or None."""
+    key = (function, repr(case))
+    if key not in _resolved:
+        _resolved[key] = _search(function, case)
+    return _resolved[key]
+
+
+def _search(function: Any, case: Case) -> Resolution | None:
+    searched = sum(1 for a in case.args if isinstance(a, TensorArg) and a.shape is None)
+    plans = _search_shape_plans(searched) if searched else [()]
+    for plan, domain in itertools.product(plans, DOMAINS):
+        if _forward_accepts(function, _build(case.args, iter(plan), domain, SEED)):
+            return plan, domain
+    return None
+
+
+def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
+    """Concrete arguments for ``case``; skips the test when no candidate is accepted."""
+    resolved = _resolve(function, case)
+    if resolved is None:
+        searched = any(isinstance(a, TensorArg) and a.shape is None for a in case.args)
+        what = "none of the candidate shapes" if searched else "none of the value domains"
+        pytest.skip(f"{function.__qualname__}.forward accepted {what}; {RECORD_HINT}")
+    plan, domain = resolved
+    return _build(case.args, iter(plan), domain, seed)
+
+
+def _differentiable_call(function: Any, args: tuple[Any, ...]) -> tuple[Callable[..., tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
+    """``apply`` as a function of the inputs that require grad, returning differentiable outputs."""
+    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+
+    def call(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        full = list(args)
+        for position, value in zip(positions, inputs):
+            full[position] = value
+        return _differentiable_outputs(function.apply(*full))
+
+    inputs = tuple(args[i] for i in positions)
+    if not inputs:
+        pytest.fail(f"{function.__qualname__}: the case has no floating-point tensor input to check")
+    return call, inputs
+
+
+# ---------------------------------------------------------------------------
+# The checks, one per generated test
+
+
+def check_gradcheck(function: Any, case: Case) -> None:
+    """backward agrees with finite differences."""
+    call, inputs = _differentiable_call(function, make_args(function, case))
+    torch.autograd.gradcheck(call, inputs, check_undefined_grad=False)
+
+
+def check_gradgradcheck(function: Any, case: Case) -> None:
+    """backward is itself differentiable, correctly."""
+    call, inputs = _differentiable_call(function, make_args(function, case))
+    torch.autograd.gradgradcheck(call, inputs, check_undefined_grad=False)
+
+
+def check_once_differentiable(function: Any, case: Case) -> None:
+    """A ``@once_differentiable`` backward raises on double backward instead of returning garbage."""
+    call, inputs = _differentiable_call(function, make_args(function, case))
+    outputs = call(*inputs)
+    # The grad_outputs must require grad: only then does once_differentiable attach
+    # the node that raises on the second differentiation.
+    grad_outputs = tuple(torch.randn_like(out).requires_grad_(True) for out in outputs)
+    grads = torch.autograd.grad(outputs, inputs, grad_outputs, create_graph=True, allow_unused=True)
+    differentiable = [g for g in grads if g is not None and g.requires_grad]
+    assert differentiable, "double backward returned values instead of raising: " \
+        "backward is marked @once_differentiable but its result is differentiable"
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        torch.autograd.grad(sum(g.sum() for g in differentiable), inputs + grad_outputs, allow_unused=True)
+
+
+def check_forward_ad(function: Any, case: Case) -> None:
+    """jvp agrees with finite differences (forward-mode AD)."""
+    call, inputs = _differentiable_call(function, make_args(function, case))
+    torch.autograd.gradcheck(call, inputs, check_forward_ad=True, check_backward_ad=False,
+                             check_undefined_grad=False)
+
+
+def check_undefined_grad(function: Any, case: Case) -> None:
+    """backward treats undefined (``None``) output gradients as zeros."""
+    call, inputs = _differentiable_call(function, make_args(function, case))
+    torch.autograd.gradcheck(call, inputs, check_undefined_grad=True)
+
+
+def check_vmap(function: Any, case: Case) -> None:
+    """``torch.vmap`` over the Function equals a loop, and batched gradients are right."""
+    samples = [make_args(function, case, seed=SEED + index) for index in range(BATCH_SIZE)]
+    first = samples[0]
+    in_dims = tuple(0 if isinstance(a, torch.Tensor) else None for a in first)
+    batched_args = tuple(
+        torch.stack([sample[i].detach() for sample in samples]) if dim == 0 else first[i]
+        for i, dim in enumerate(in_dims)
+    )
+    batched = _outputs_of(torch.vmap(function.apply, in_dims=in_dims)(*batched_args))
+    looped = [_outputs_of(function.apply(*(a.detach() if isinstance(a, torch.Tensor) else a
+                                            for a in sample))) for sample in samples]
+    for index, batched_output in enumerate(batched):
+        if isinstance(batched_output, torch.Tensor):
+            expected = torch.stack([outputs[index] for outputs in looped])
+            torch.testing.assert_close(batched_output, expected)
+    call, inputs = _differentiable_call(function, first)
+    torch.autograd.gradcheck(call, inputs, check_batched_grad=True, check_undefined_grad=False)
+
+
+def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:
+    """backward returns ``None`` in the position of every non-tensor input."""
+    args = make_args(function, case)
+    result = _outputs_of(function.apply(*args))
+    node = next((out.grad_fn for out in result if isinstance(out, torch.Tensor) and out.grad_fn is not None), None)
+    assert node is not None, f"no output of {function.__qualname__} has a grad_fn"
+    grad_outputs = tuple(
+        (torch.ones_like(out) if _is_differentiable_dtype(out.dtype) else torch.zeros_like(out))
+        if isinstance(out, torch.Tensor) else None
+        for out in result
+    )
+    with torch.no_grad():
+        grads = _outputs_of(node.apply(*grad_outputs))
+    assert len(grads) >= len(args), (
+        f"backward returned {len(grads)} gradients for {len(args)} inputs"
+    )
+    wrong = [i for i, a in enumerate(args) if not isinstance(a, torch.Tensor) and grads[i] is not None]
+    assert not wrong, f"backward returned a gradient for non-tensor input(s) at position(s) {wrong}"

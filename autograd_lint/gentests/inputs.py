@@ -1,0 +1,255 @@
+"""Input cases of a Function, and the order in which their sources are preferred.
+
+An input case is the structure of the positional arguments of one ``apply`` call:
+tensors by shape, dtype, device and ``requires_grad``, other arguments as the
+Python source of a literal.  Cases come from, in this order of preference:
+
+1. **recorded**: ``pytest --autograd-record`` (see :mod:`.recording`);
+2. **static**: literal ``apply`` call sites (see :mod:`.callsites`), then
+   shape-annotated parameters (``Float[Tensor, "batch features"]``) with literal
+   defaults for the others;
+3. **search**: tensors of unknown shape, searched for at run time by the
+   generated test; the other arguments from their defaults or annotations;
+4. **none**: the test is generated as skipped.
+
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from autograd_lint.spec import FunctionSpec, Param
+
+
+class Origin(enum.Enum):
+    """Where the input cases of a Function come from."""
+
+    RECORDED = "recorded"
+    STATIC = "static"
+    SEARCH = "search"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class TensorInput:
+    """A tensor argument; ``shape`` is ``None`` when the generated test searches for it."""
+
+    shape: tuple[int, ...] | None
+    dtype: str = "float64"
+    device: str = "cpu"
+    requires_grad: bool = True
+
+    @property
+    def is_differentiable(self) -> bool:
+        return self.dtype.startswith(("float", "complex", "bfloat"))
+
+
+@dataclass(frozen=True)
+class ValueInput:
+    """A non-tensor argument, as the source text of a literal (dtypes spelt ``torch.X``)."""
+
+    source: str
+
+
+Input = TensorInput | ValueInput
+
+
+@dataclass(frozen=True)
+class InputCase:
+    """The arguments of one ``apply`` call."""
+
+    args: tuple[Input, ...]
+
+    @property
+    def has_non_tensor(self) -> bool:
+        return any(isinstance(arg, ValueInput) for arg in self.args)
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """The non-CPU devices the case needs, sorted."""
+        return tuple(sorted({a.device for a in self.args if isinstance(a, TensorInput) and a.device != "cpu"}))
+
+
+@dataclass(frozen=True)
+class FunctionInputs:
+    """The input cases chosen for one Function, with their origin.
+
+    ``reason`` says why there are no cases when ``origin`` is :attr:`Origin.NONE`.
+    """
+
+    origin: Origin
+    cases: tuple[InputCase, ...]
+    reason: str | None = None
+
+
+MAX_CASES = 3
+
+# Checks run in float64 (gradcheck's finite differences need it); other dtypes
+# (indices, masks) are kept as they are.
+_PROMOTED_DTYPES = {
+    "float16": "float64", "bfloat16": "float64", "float32": "float64", "float64": "float64",
+    "complex32": "complex128", "complex64": "complex128", "complex128": "complex128",
+}
+
+
+def normalise_case(args: tuple[Input, ...]) -> InputCase:
+    """The case as checks run it: float64, and every float input requiring grad if none did.
+
+    A call where no input requires grad (an inference-only test, or a literal call
+    site) says nothing about which inputs are differentiated, so all are.
+    """
+    tensors = [a for a in args if isinstance(a, TensorInput) and a.is_differentiable]
+    any_requires_grad = any(t.requires_grad for t in tensors)
+    normalised: list[Input] = []
+    for arg in args:
+        if isinstance(arg, TensorInput):
+            dtype = _PROMOTED_DTYPES.get(arg.dtype, arg.dtype)
+            requires_grad = arg.is_differentiable and (arg.requires_grad or not any_requires_grad)
+            arg = TensorInput(arg.shape, dtype, arg.device, requires_grad)
+        normalised.append(arg)
+    return InputCase(tuple(normalised))
+
+
+def distinct(cases: list[InputCase], limit: int = MAX_CASES) -> tuple[InputCase, ...]:
+    """The first ``limit`` distinct cases, in order."""
+    kept: list[InputCase] = []
+    for case in cases:
+        if case not in kept:
+            kept.append(case)
+    return tuple(kept[:limit])
+
+
+# ---------------------------------------------------------------------------
+# Parameters: annotations and defaults
+
+_JAXTYPING = re.compile(
+    r"^(?:\w+\.)*(?P<kind>Float|Int|UInt|Bool|Shaped|Num|Real|Inexact|Complex)\d*\[\s*"
+    r"(?:torch\.)?Tensor\s*,\s*(?P<quote>['\"])(?P<dims>.*)(?P=quote)\s*\]$"
+)
+_JAXTYPING_DTYPES = {"Int": "int64", "UInt": "uint8", "Bool": "bool", "Complex": "complex128"}
+# Sizes given to named dimensions in order of first appearance: distinct, so that a
+# transposed gradient has the wrong shape instead of passing by accident.
+_DIMENSION_SIZES = (3, 4, 5, 6, 7, 2, 8, 9, 10, 11)
+_BATCH_SIZE = 2
+# Values given to parameters annotated with a scalar type and no default.
+_SCALAR_GUESSES = {"int": "1", "float": "0.5", "bool": "False", "complex": "0.5j"}
+
+
+def _strip_optional(annotation: str) -> str:
+    text = annotation.strip().strip("'\"")
+    match = re.fullmatch(r"(?:typing\.)?Optional\[(.*)\]", text)
+    if match:
+        return match.group(1).strip()
+    parts = [part.strip() for part in text.split("|")]
+    return " | ".join(part for part in parts if part != "None")
+
+
+def is_tensor_annotation(annotation: str | None) -> bool:
+    """Whether an annotation names a tensor (``Tensor``, ``torch.Tensor``, ``Float[Tensor, ...]``)."""
+    return annotation is not None and re.search(r"\bTensor\b", annotation) is not None
+
+
+def shaped_tensor(annotation: str, sizes: dict[str, int]) -> TensorInput | None:
+    """The tensor a jaxtyping annotation describes, naming dimensions through ``sizes``.
+
+    ``sizes`` is shared by the parameters of one forward, so that a dimension name
+    gets the same size everywhere.  Returns None for annotations without a shape or
+    with dimensions this module does not evaluate (arithmetic such as ``n+1``).
+    """
+    match = _JAXTYPING.match(_strip_optional(annotation))
+    if match is None:
+        return None
+    shape: list[int] = []
+    for dim in match.group("dims").split():
+        if dim.isdigit():
+            shape.append(int(dim))
+        elif dim == "...":
+            continue
+        elif dim.startswith("*") and dim[1:].isidentifier():
+            shape.append(_BATCH_SIZE)
+        else:
+            name = dim.lstrip("#")
+            if not name.isidentifier():
+                return None
+            if name == "_":
+                shape.append(_DIMENSION_SIZES[0])
+                continue
+            if name not in sizes:
+                sizes[name] = _DIMENSION_SIZES[len(sizes) % len(_DIMENSION_SIZES)]
+            shape.append(sizes[name])
+    return TensorInput(tuple(shape), _JAXTYPING_DTYPES.get(match.group("kind"), "float64"))
+
+
+def scalar_guess(annotation: str | None) -> str | None:
+    """A plausible value for a parameter annotated ``int``/``float``/``bool``, as source."""
+    if annotation is None:
+        return None
+    return _SCALAR_GUESSES.get(_strip_optional(annotation))
+
+
+def _parameter_inputs(
+    params: tuple[Param, ...], default_source: dict[str, str | None], shaped: bool
+) -> list[Input] | str:
+    """Inputs for ``params``, or a reason why they can't be given.
+
+    With ``shaped``, tensors must carry a jaxtyping shape; otherwise their shape is
+    left to the run-time search.  Trailing parameters whose default is not a literal
+    are left out, so that the Function's own default applies.
+    """
+    sizes: dict[str, int] = {}
+    inputs: list[Input] = []
+    for index, param in enumerate(params):
+        if param.default is not None:
+            source = default_source.get(param.name)
+            if source is None:
+                if all(p.default is not None for p in params[index:]):
+                    break
+                return f"the default of parameter {param.name!r} is not a literal"
+            inputs.append(ValueInput(source))
+            continue
+        if is_tensor_annotation(param.annotation) or param.annotation is None:
+            if not shaped:
+                inputs.append(TensorInput(None))
+                continue
+            tensor = shaped_tensor(param.annotation, sizes) if param.annotation else None
+            if tensor is None:
+                return f"parameter {param.name!r} has no shape annotation"
+            inputs.append(tensor)
+            continue
+        guess = scalar_guess(param.annotation)
+        if guess is None:
+            return f"no value is known for parameter {param.name!r}: {param.annotation}"
+        inputs.append(ValueInput(guess))
+    return inputs
+
+
+def choose_inputs(
+    spec: FunctionSpec,
+    recorded: list[InputCase],
+    call_sites: list[InputCase],
+    default_source: dict[str, str | None],
+) -> FunctionInputs:
+    """The input cases of ``spec`` from the most preferred source that has any.
+
+    ``default_source`` maps each forward parameter with a default to the source of
+    that default when it is a literal (None otherwise), see :func:`.literals.default_sources`.
+    """
+    if recorded:
+        return FunctionInputs(Origin.RECORDED, distinct(recorded))
+    if call_sites:
+        return FunctionInputs(Origin.STATIC, distinct(call_sites))
+    params = spec.forward_inputs
+    if params is None:
+        return FunctionInputs(
+            Origin.NONE, (), "its forward's parameters are not known statically (*args, or an unresolved base class)"
+        )
+    annotated = _parameter_inputs(params, default_source, shaped=True)
+    if not isinstance(annotated, str):
+        return FunctionInputs(Origin.STATIC, (normalise_case(tuple(annotated)),))
+    searched = _parameter_inputs(params, default_source, shaped=False)
+    if isinstance(searched, str):
+        return FunctionInputs(Origin.NONE, (), searched)
+    return FunctionInputs(Origin.SEARCH, (normalise_case(tuple(searched)),))

@@ -1,0 +1,180 @@
+"""The recorded-inputs file: what ``pytest --autograd-record`` writes and gen-tests reads.
+
+The file is JSON, deterministic (sorted keys, cases ordered by call count then
+text)::
+
+    {"format": 1,
+     "functions": {"pkg.ops.Square": {"module": "pkg.ops", "qualname": "Square",
+                                       "path": "pkg/ops.py",
+                                       "cases": [{"calls": 12, "args": [ARG, ...]}]}}}
+
+where an ``ARG`` is one of ``{"tensor": {"shape": [3, 4], "dtype": "float32",
+"device": "cpu", "requires_grad": true}}``, ``{"value": 2}`` (None, bools, ints,
+strings), ``{"float": "0.5"}`` (``repr``, so that inf and nan survive),
+``{"dtype": "float32"}``, ``{"tuple": [ARG, ...]}`` or ``{"list": [ARG, ...]}``
+(no tensors inside).  Tensor values are never stored.  This module does not
+import torch: the plugin encodes arguments, this module counts, merges and
+decodes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from autograd_lint.gentests.inputs import Input, InputCase, TensorInput, ValueInput, normalise_case
+from autograd_lint.gentests.writer import write_atomic
+from autograd_lint.spec import FunctionSpec
+
+FORMAT = 1
+DEFAULT_PATH = os.path.join(".autograd-lint", "inputs.json")
+CASES_KEPT = 3
+# Distinct cases counted per Function before further new ones are ignored:
+# bounds memory in suites that call a Function with ever-changing shapes.
+CASES_TRACKED = 64
+
+EncodedArg = dict[str, Any]
+
+
+@dataclass
+class FunctionRecord:
+    """The distinct argument structures seen for one Function, with call counts."""
+
+    module: str
+    qualname: str
+    path: str
+    counts: dict[str, int] = field(default_factory=dict)  # canonical JSON of args -> calls
+
+    def add(self, args_key: str, calls: int = 1) -> None:
+        if args_key in self.counts or len(self.counts) < CASES_TRACKED:
+            self.counts[args_key] = self.counts.get(args_key, 0) + calls
+
+    def as_json(self) -> dict[str, Any]:
+        ordered = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
+        return {
+            "module": self.module,
+            "qualname": self.qualname,
+            "path": self.path,
+            "cases": [{"calls": calls, "args": json.loads(key)} for key, calls in ordered[:CASES_KEPT]],
+        }
+
+
+class Recorder:
+    """Accumulates ``apply`` calls, merges recorders of other processes, writes the file."""
+
+    def __init__(self) -> None:
+        self.functions: dict[str, FunctionRecord] = {}
+
+    def add(self, module: str, qualname: str, path: str, args: list[EncodedArg]) -> None:
+        key = f"{module}.{qualname}"
+        record = self.functions.get(key)
+        if record is None:
+            record = self.functions[key] = FunctionRecord(module, qualname, path)
+        record.add(json.dumps(args, sort_keys=True))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "functions": {key: self.functions[key].as_json() for key in sorted(self.functions)},
+        }
+
+    def merge(self, data: dict[str, Any]) -> None:
+        """Add the cases of another recorder's :meth:`as_json` (an xdist worker's)."""
+        for key, entry in data.get("functions", {}).items():
+            record = self.functions.get(key)
+            if record is None:
+                record = self.functions[key] = FunctionRecord(entry["module"], entry["qualname"], entry["path"])
+            for case in entry["cases"]:
+                record.add(json.dumps(case["args"], sort_keys=True), case["calls"])
+
+    def write(self, path: str) -> None:
+        """Write the recording, keeping Functions of an existing file that this run did not call."""
+        data = self.as_json()
+        try:
+            with open(path, encoding="utf-8") as handle:
+                previous = json.load(handle)
+        except (FileNotFoundError, ValueError):
+            previous = {}
+        if previous.get("format") == FORMAT:
+            for key, entry in previous.get("functions", {}).items():
+                data["functions"].setdefault(key, entry)
+            data["functions"] = dict(sorted(data["functions"].items()))
+        write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+class RecordingError(Exception):
+    """The recorded-inputs file cannot be read."""
+
+
+def _value_source(arg: EncodedArg) -> str | None:
+    if "value" in arg:
+        value = arg["value"]
+        return repr(value) if value is None or isinstance(value, (bool, int, str)) else None
+    if "float" in arg:
+        text = str(arg["float"])
+        return f"float({text!r})" if text in ("inf", "-inf", "nan") else repr(float(text))
+    if "dtype" in arg:
+        return f"torch.{arg['dtype']}"
+    for kind, opening, closing in (("tuple", "(", ")"), ("list", "[", "]")):
+        if kind in arg:
+            items = [_value_source(item) for item in arg[kind]]
+            if any(item is None for item in items):
+                return None
+            trailing = "," if kind == "tuple" and len(items) == 1 else ""
+            return opening + ", ".join(str(item) for item in items) + trailing + closing
+    return None
+
+
+def _decode(arg: EncodedArg) -> Input | None:
+    if "tensor" in arg:
+        tensor = arg["tensor"]
+        return TensorInput(tuple(int(n) for n in tensor["shape"]), str(tensor["dtype"]),
+                           str(tensor["device"]), bool(tensor["requires_grad"]))
+    source = _value_source(arg)
+    return ValueInput(source) if source is not None else None
+
+
+@dataclass
+class Recording:
+    """The recorded cases, found by a Function's module and qualname or by its file."""
+
+    functions: dict[str, dict[str, Any]]
+
+    def cases_for(self, spec: FunctionSpec) -> list[InputCase]:
+        """The recorded cases of ``spec``, normalised; [] when it was never called.
+
+        A test run may import a module under another name than gen-tests computes
+        (rootdir-relative imports), so a qualname recorded from the same file matches too.
+        """
+        entry = self.functions.get(spec.full_name)
+        if entry is None:
+            spec_path = os.path.realpath(spec.path).replace(os.sep, "/")
+            entry = next(
+                (e for e in self.functions.values()
+                 if e.get("qualname") == spec.qualname and spec_path.endswith("/" + str(e.get("path", "")).lstrip("/"))),
+                None,
+            )
+        if entry is None:
+            return []
+        cases = []
+        for case in entry.get("cases", []):
+            decoded = [_decode(arg) for arg in case["args"]]
+            if all(d is not None for d in decoded):
+                cases.append(normalise_case(tuple(d for d in decoded if d is not None)))
+        return cases
+
+
+def load(path: str) -> Recording:
+    """Read a recording; a missing file is an empty recording."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return Recording({})
+    except (OSError, ValueError) as error:
+        raise RecordingError(f"{path}: cannot read recorded inputs: {error}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise RecordingError(f"{path}: not a recorded-inputs file of format {FORMAT}")
+    return Recording(dict(data.get("functions", {})))

@@ -1,0 +1,179 @@
+"""The text of one generated test module: a test class per Function, a method per check.
+
+Rendering is a pure function of its arguments, so that regenerating from
+unchanged sources gives byte-identical files.  Test node ids name the Function
+(the class) and the input case (the parameter id), e.g.
+``test_gradcheck_pkg_ops.py::TestSquare::test_gradcheck[recorded-3x4-2]``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from autograd_lint.gentests.checks import Check
+from autograd_lint.gentests.inputs import FunctionInputs, Input, InputCase, Origin, TensorInput
+from autograd_lint.spec import FunctionSpec
+
+RECORD_HINT = (
+    "record real inputs: run your tests with `pytest --autograd-record`, "
+    "then re-run `autograd-lint gen-tests`"
+)
+_ORIGIN_DESCRIPTIONS = {
+    Origin.RECORDED: "inputs recorded by `pytest --autograd-record`",
+    Origin.STATIC: "inputs from literal call sites or annotations in the source",
+    Origin.SEARCH: "tensor shapes searched for at run time",
+    Origin.NONE: "no inputs known",
+}
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.+]+")
+
+
+def _quoted(text: str) -> str:
+    """A double-quoted Python string literal (JSON's escapes are valid Python ones)."""
+    return json.dumps(text)
+
+
+@dataclass(frozen=True)
+class FunctionPlan:
+    """What to generate for one Function: its inputs and its checks."""
+
+    spec: FunctionSpec
+    inputs: FunctionInputs
+    checks: tuple[Check, ...]
+
+
+def _input_source(arg: Input) -> str:
+    if isinstance(arg, TensorInput):
+        options = ""
+        if arg.dtype != "float64":
+            options += f", dtype={_quoted(arg.dtype)}"
+        if arg.device != "cpu":
+            options += f", device={_quoted(arg.device)}"
+        if not arg.requires_grad:
+            options += ", requires_grad=False"
+        if arg.shape is None:
+            return f"any_tensor({options.lstrip(', ')})"
+        shape = "(" + ", ".join(map(str, arg.shape)) + ("," if len(arg.shape) == 1 else "") + ")"
+        return f"tensor({shape}{options})"
+    return arg.source
+
+
+def _case_source(case: InputCase) -> str:
+    items = [_input_source(arg) for arg in case.args]
+    return "Case((" + ", ".join(items) + ("," if len(items) == 1 else "") + "))"
+
+
+def _input_label(arg: Input) -> str:
+    if isinstance(arg, TensorInput):
+        label = "?" if arg.shape is None else "x".join(map(str, arg.shape)) or "scalar"
+        if arg.dtype != "float64":
+            label += f".{arg.dtype}"
+        if arg.device != "cpu":
+            label += f"@{arg.device}"
+        return label
+    return _ID_UNSAFE.sub("_", arg.source.replace("torch.", "")).strip("_")[:24] or "value"
+
+
+def case_ids(inputs: FunctionInputs) -> list[str]:
+    """Unique, deterministic parameter ids: origin then one label per argument."""
+    ids: list[str] = []
+    for case in inputs.cases:
+        base = "-".join([inputs.origin.value] + [_input_label(arg) for arg in case.args])
+        candidate, suffix = base, 2
+        while candidate in ids:
+            candidate, suffix = f"{base}#{suffix}", suffix + 1
+        ids.append(candidate)
+    return ids
+
+
+def class_name_for(spec: FunctionSpec, taken: set[str]) -> str:
+    base = "Test" + spec.qualname.replace(".", "_")
+    name, suffix = base, 2
+    while name in taken:
+        name, suffix = f"{base}{suffix}", suffix + 1
+    return name
+
+
+def _required_device_marks(case: InputCase) -> str:
+    marks = [f"requires_device({_quoted(device)})" for device in case.devices]
+    if not marks:
+        return ""
+    return ", marks=" + (marks[0] if len(marks) == 1 else "[" + ", ".join(marks) + "]")
+
+
+def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
+    spec, inputs = plan.spec, plan.inputs
+    description = _ORIGIN_DESCRIPTIONS[inputs.origin]
+    lines = [
+        "",
+        "",
+        f"class {class_name}:",
+        f'    """{spec.qualname} (line {spec.position.line}): {description}."""',
+        "",
+        "    CASES = [",
+    ]
+    if inputs.origin is Origin.NONE:
+        reason = f"no inputs known for {spec.qualname}: {inputs.reason}; {RECORD_HINT}"
+        lines.append(f"        pytest.param(None, id=\"no-inputs\", marks=pytest.mark.skip(reason={_quoted(reason)})),")
+    for case, case_id in zip(inputs.cases, case_ids(inputs)):
+        lines.append(f"        pytest.param({_case_source(case)}, id={_quoted(case_id)}{_required_device_marks(case)}),")
+    lines.append("    ]")
+    for check in plan.checks:
+        lines += [
+            "",
+            '    @pytest.mark.parametrize("case", CASES)',
+            f"    def test_{check.value}(self, case: Case) -> None:",
+            f"        {check.harness_function}(subject.{spec.qualname}, case)",
+        ]
+    return lines
+
+
+def harness_names(plans: list[FunctionPlan]) -> list[str]:
+    """The names the module imports from the harness, sorted."""
+    names = {"Case", "import_subject"}
+    for plan in plans:
+        names.update(check.harness_function for check in plan.checks)
+        for case in plan.inputs.cases:
+            for arg in case.args:
+                if isinstance(arg, TensorInput):
+                    names.add("tensor" if arg.shape is not None else "any_tensor")
+            if case.devices:
+                names.add("requires_device")
+    return sorted(names)
+
+
+def header_comment(source_display: str, module: str) -> str:
+    return (
+        f"# Generated by `autograd-lint gen-tests` from {source_display} (module {module}).\n"
+        "# Re-run the command rather than editing: it replaces an edited file only with --force."
+    )
+
+
+def render_module(module: str, plans: list[FunctionPlan], root_from_test: str) -> str:
+    """The body (everything below the hash header) of the test module for ``module``.
+
+    ``root_from_test`` is the directory ``module`` is importable from, relative to
+    the generated file, in POSIX form.
+    """
+    lines = [
+        f'"""gradcheck tests for the autograd.Functions of ``{module}``."""',
+        "",
+        "import pytest",
+        "",
+        'torch = pytest.importorskip("torch")',
+        "",
+        "from autograd_lint.gentests.harness import (  # noqa: E402",
+    ]
+    lines += [f"    {name}," for name in harness_names(plans)]
+    lines += [
+        ")",
+        "",
+        f"subject = import_subject({_quoted(module)}, __file__, {_quoted(root_from_test)})",
+    ]
+    taken: set[str] = set()
+    for plan in plans:
+        class_name = class_name_for(plan.spec, taken)
+        taken.add(class_name)
+        lines += _render_class(plan, class_name)
+    return "\n".join(lines) + "\n"
