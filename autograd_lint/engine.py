@@ -74,8 +74,9 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
         for function in analysis.functions:
             reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         for report in reports:
+            severity = report.severity or rule.severity
             diagnostics.add(
-                Diagnostic(path, report.position.line, report.position.column, rule.code, report.message, rule.severity)
+                Diagnostic(path, report.position.line, report.position.column, rule.code, report.message, severity)
             )
     result = sorted(diagnostics, key=Diagnostic.sort_key)
     return _without_noqa(result, analysis.source.text.splitlines()) if honour_noqa else result

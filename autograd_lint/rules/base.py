@@ -43,6 +43,9 @@ class Report:
 
     position: Position
     message: str
+    # For a rule whose parts differ in severity (the catalogue's "error (a-c);
+    # warning (d)"); None means the rule's own severity.
+    severity: Severity | None = None
 
 
 @dataclass(frozen=True)
