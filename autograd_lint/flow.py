@@ -106,6 +106,31 @@ def most_on_one_path(body: Sequence[cst.BaseStatement], counter: Counter) -> int
     return max(path_counts(body, counter))
 
 
+def first_repeated(
+    body: Sequence[cst.BaseStatement],
+    nodes: Sequence[cst.CSTNode],
+    weight: Callable[[cst.CSTNode], int] = lambda node: 1,
+) -> cst.CSTNode | None:
+    """The first of ``nodes`` (given in text order) that can run a second time on one path.
+
+    That is the first node whose addition lifts :func:`most_on_one_path` above 1:
+    it follows another of ``nodes`` on some path, or sits in a loop.  ``weight``
+    counts a node more than once where the caller knows it repeats (the body of
+    a comprehension, which path counting does not see as a loop).
+    """
+    seen: set[int] = set()
+    for node in nodes:
+        seen.add(id(node))
+        if most_on_one_path(body, lambda n: weight(n) if id(n) in seen else 0) > 1:
+            return node
+    return None
+
+
+def method_body(function: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
+    """The statements of ``function``'s body (a one-line body gives one statement)."""
+    return _body(function.body)
+
+
 def can_fall_through(body: Sequence[cst.BaseStatement]) -> bool:
     """Whether control can reach the end of ``body`` without ``return`` or ``raise``."""
     if not body:
