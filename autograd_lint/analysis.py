@@ -21,7 +21,13 @@ import libcst as cst
 
 from autograd_lint.extract import FUNCTION_BASES, ParsedUnit, extract_functions
 from autograd_lint.imports import ImportMap
-from autograd_lint.locate import ClassHeader, candidate_headers, class_block, class_headers
+from autograd_lint.locate import (
+    ClassHeader,
+    candidate_headers,
+    class_block,
+    class_headers,
+    outside_strings,
+)
 from autograd_lint.settings import Settings
 from autograd_lint.source import SourceError, SourceFile
 from autograd_lint.spec import FUNCTION_METHODS, FunctionSpec
@@ -80,7 +86,7 @@ def analyze(
         qualified = imports.resolve(name)
         return qualified is not None and (qualified in bases or qualified in known)
 
-    headers = candidate_headers(class_headers(source.text), is_function_base)
+    headers = outside_strings(candidate_headers(class_headers(source.text), is_function_base), source.text)
     if not headers:
         return analysis
     names = "|".join(sorted({re.escape(h.name) for h in headers}))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from autograd_lint.analysis import FileAnalysis, analyze, mentions_function, syntax_check
+from autograd_lint.locate import class_headers
 from autograd_lint.settings import Settings
 from autograd_lint.source import SourceError, SourceFile, read_source
 from autograd_lint.spec import FunctionSpec
@@ -94,13 +95,33 @@ def _run_one(
         return FileResult(source.path, error=error)
 
 
-def _executor(jobs: int | None, count: int) -> Executor | None:
-    workers = jobs or os.cpu_count() or 1
+# Set once per worker process, so that each task does not pickle them again.
+_worker_state: dict[str, object] = {}
+
+
+def _init_worker(known: Mapping[str, FunctionSpec], settings: Settings, job: FileJob[T]) -> None:
+    _worker_state.update(known=known, settings=settings, job=job)
+
+
+def _run_in_worker(item: tuple[SourceFile, bool]) -> FileResult[T]:
+    state = _worker_state
+    return _run_one(item[0], item[1], state["known"], state["settings"], state["job"])  # type: ignore[arg-type]
+
+
+def _executor(
+    count: int, known: Mapping[str, FunctionSpec], settings: Settings, job: FileJob[T]
+) -> Executor | None:
+    workers = settings.jobs or os.cpu_count() or 1
     if workers <= 1 or count < _PARALLEL_THRESHOLD:
         return None
     # fork shares the already-imported libcst with the workers; elsewhere use the default.
     method = "fork" if sys.platform.startswith("linux") else None
-    return ProcessPoolExecutor(min(workers, count), mp_context=multiprocessing.get_context(method))
+    return ProcessPoolExecutor(
+        min(workers, count),
+        mp_context=multiprocessing.get_context(method),
+        initializer=_init_worker,
+        initargs=(known, settings, job),
+    )
 
 
 @dataclass
@@ -109,6 +130,7 @@ class Run(Generic[T]):
 
     results: list[FileResult[T]]
     errors: list[SourceError]
+    files_seen: int = 0
 
     @property
     def functions(self) -> list[FunctionSpec]:
@@ -140,31 +162,43 @@ def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJo
         if not new:
             break
         known.update(new)
-        mention = _words_pattern(name.rsplit(".", 1)[-1] for name in new)
+        simple_names = {name.rsplit(".", 1)[-1] for name in new}
+        mention = _words_pattern(simple_names)
         pending = [
             path
             for path, (source, _) in sources.items()
             if (path in results and results[path].open_refs & new.keys())
-            or (path not in results and mention is not None and mention.search(source.text))
+            or (
+                path not in results
+                and mention is not None
+                and mention.search(source.text)
+                and _has_subclass_header(source.text, simple_names)
+            )
         ]
     for path in sources:
         if path in results and results[path].error is not None:
             errors.append(results[path].error)  # type: ignore[arg-type]
     ordered = [results[p] for p in sorted(results) if results[p].error is None]
-    return Run(ordered, errors)
+    return Run(ordered, errors, files_seen=len(sources))
 
 
 def _analyse_all(
     items: list[tuple[SourceFile, bool]], known: Mapping[str, FunctionSpec], settings: Settings, job: FileJob[T]
 ) -> Iterable[FileResult[T]]:
-    executor = _executor(settings.jobs, len(items))
+    executor = _executor(len(items), known, settings, job)
     if executor is None:
         return [_run_one(source, explicit, known, settings, job) for source, explicit in items]
     with executor:
         # Largest first, so that one big file does not finish last on its own.
         items = sorted(items, key=lambda item: -len(item[0].text))
-        futures = [executor.submit(_run_one, s, e, known, settings, job) for s, e in items]
-        return [future.result() for future in futures]
+        return list(executor.map(_run_in_worker, items, chunksize=4))
+
+
+def _has_subclass_header(text: str, names: set[str]) -> bool:
+    """Whether a class header in ``text`` names one of ``names`` (perhaps dotted) as a base."""
+    return any(
+        base.rsplit(".", 1)[-1] in names for header in class_headers(text) for base in header.base_names
+    )
 
 
 def _words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:

@@ -363,6 +363,12 @@ class _BodyVisitor(cst.CSTVisitor):
             elif func.attr.value in TENSOR_ONLY_METHODS:
                 self.b.tensor_evidence.add(func.value.value)
 
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if self.b.is_ctx_read(node.value, "needs_input_grad") and len(node.slice) == 1:
+            index = node.slice[0].slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+                self.b.index_nodes.append((node, int(index.value.value, 0)))
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self.b.is_ctx_attr(node) and node.attr.value in CTX_ATTRIBUTES_READ:
             self.b.read_nodes.append((node, self.loop_depth > 0))
@@ -391,6 +397,8 @@ class MethodBuilder:
         self.write_nodes: list[tuple[str, cst.BaseExpression | None, cst.CSTNode]] = []
         self.saved_reads_assigned: dict[cst.BaseExpression, tuple[cst.BaseExpression, ...]] = {}
         self.tensor_evidence: set[str] = set()
+        self.param_kinds: dict[str, Kind] = {}
+        self.index_nodes: list[tuple[cst.Subscript, int]] = []  # ctx.needs_input_grad[k]
         node.visit(_BodyVisitor(self))
         self.classifier = Classifier(imports, self._name_kinds())
 
@@ -486,6 +494,7 @@ class MethodBuilder:
                 for arg in call.args:
                     if isinstance(arg.value, cst.Name) and kinds.get(arg.value.value) is Kind.UNKNOWN:
                         kinds[arg.value.value] = Kind.TENSOR
+        self.param_kinds = dict(kinds)
         # Locals: two passes so that a name can use one assigned before it.
         for _ in range(2):
             classifier = Classifier(self.imports, kinds)
@@ -572,7 +581,10 @@ class MethodBuilder:
 
     def build(self) -> MethodSpec:
         reads = [self._ctx_read(node, in_loop) for node, in_loop in self.read_nodes]
-        reads.extend(self._needs_input_grad_indexes())
+        reads.extend(
+            CtxRead("needs_input_grad[]", self.unit.position(node), index=index)
+            for node, index in self.index_nodes
+        )
         return MethodSpec(
             name=self.node.name.value,
             params=self.params,
@@ -589,36 +601,25 @@ class MethodBuilder:
                     attr,
                     self.summarize(value) if value is not None else Expr("...", Kind.UNKNOWN),
                     self.unit.position(target),
+                    self._literal_elements(value),
                 )
                 for attr, value, target in self.write_nodes
             ),
             ctx_reads=tuple(sorted(reads, key=lambda r: (r.position.line, r.position.column))),
+            param_kinds=self.param_kinds,
             node=self.node,
         )
+
+    def _literal_elements(self, value: cst.BaseExpression | None) -> tuple[Expr, ...] | None:
+        """The summarised elements of a list or tuple literal without a starred element."""
+        if not isinstance(value, (cst.List, cst.Tuple)):
+            return None
+        if any(isinstance(e, cst.StarredElement) for e in value.elements):
+            return None
+        return tuple(self.summarize(e.value) for e in value.elements)
 
     def _def_position(self) -> Position:
         # The `def` keyword, not the first decorator.
         name = self.unit.position(self.node.name)
         gap = len(self.node.whitespace_after_def.value)
         return Position(name.line, max(name.column - len("def") - gap, 0))
-
-    def _needs_input_grad_indexes(self) -> list[CtxRead]:
-        found: list[CtxRead] = []
-
-        builder = self
-
-        class _Index(cst.CSTVisitor):
-            def visit_Subscript(self, node: cst.Subscript) -> None:
-                if builder.is_ctx_read(node.value, "needs_input_grad") and len(node.slice) == 1:
-                    index = node.slice[0].slice
-                    if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-                        found.append(
-                            CtxRead(
-                                "needs_input_grad[]",
-                                builder.unit.position(node),
-                                index=int(index.value.value, 0),
-                            )
-                        )
-
-        self.node.visit(_Index())
-        return found

@@ -22,6 +22,7 @@ caller fall back to parsing the whole file.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -85,6 +86,58 @@ def class_headers(text: str) -> list[ClassHeader]:
             )
         )
     return headers
+
+
+# The start of a string literal (with its prefix) or of a comment.
+_STRING_OR_COMMENT = re.compile(r"#|(?<![\w])[rRbBuUfF]{0,2}(\"\"\"|\'\'\'|\"|\')")
+
+
+def string_spans(text: str, until: int) -> list[tuple[int, int]]:
+    """(start, end) offsets of the string literals that start before ``until``.
+
+    Class headers inside docstrings (code examples) are not classes; this lets
+    the caller drop them without tokenizing the file.
+    """
+    spans: list[tuple[int, int]] = []
+    position = 0
+    while position < until:
+        match = _STRING_OR_COMMENT.search(text, position)
+        if match is None or match.start() >= until:
+            break
+        quote = match.group(1)
+        if quote is None:  # a comment: skip to the end of the line
+            end = text.find("\n", match.start())
+            position = len(text) if end == -1 else end
+            continue
+        search = match.end()
+        while True:
+            end = text.find(quote, search)
+            newline = text.find("\n", search) if len(quote) == 1 else -1
+            if end == -1 or (newline != -1 and newline < end):
+                end = len(text) if end == -1 and newline == -1 else (newline if newline != -1 else end)
+                break
+            backslashes = len(text[search:end]) - len(text[search:end].rstrip("\\"))
+            if backslashes % 2 == 0:
+                end += len(quote)
+                break
+            search = end + 1
+        spans.append((match.start(), end))
+        position = end
+    return spans
+
+
+def outside_strings(headers: list[ClassHeader], text: str) -> list[ClassHeader]:
+    """The headers that are code, not text inside a string literal."""
+    if not headers:
+        return headers
+    spans = string_spans(text, headers[-1].offset + 1)
+    starts = [start for start, _ in spans]
+    kept = []
+    for header in headers:
+        index = bisect.bisect_right(starts, header.offset) - 1
+        if index < 0 or spans[index][1] <= header.offset:
+            kept.append(header)
+    return kept
 
 
 def candidate_headers(

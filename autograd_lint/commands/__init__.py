@@ -1,0 +1,1 @@
+"""Sub-commands of the ``autograd-lint`` command line (see :mod:`autograd_lint.cli`)."""

@@ -1,0 +1,67 @@
+"""``autograd-lint check``: lint the autograd.Function subclasses under some paths.
+
+Exit codes: 0 when nothing is found, 1 when there are findings, 2 on a usage
+error or when a file could not be read or parsed (that file is named with the
+reason on stderr, one line each, and every other file is still checked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from autograd_lint.discovery import run as run_files
+from autograd_lint.engine import check_analysis
+from autograd_lint.output import FORMATS, CheckOutcome
+from autograd_lint.settings import DEFAULT_EXCLUDES, Settings
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _codes(value: str) -> tuple[str, ...]:
+    return tuple(code.strip().upper() for code in value.split(",") if code.strip())
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories (default: .)")
+    parser.add_argument("--select", type=_codes, help="rule codes or prefixes to enable (default: AGL)")
+    parser.add_argument("--extend-select", type=_codes, default=(), help="codes to enable on top of --select")
+    parser.add_argument("--ignore", type=_codes, default=(), help="rule codes or prefixes to disable")
+    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip paths matching GLOB (repeatable)")
+    parser.add_argument("--output-format", choices=sorted(FORMATS), default="text", help="how to print findings")
+    parser.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: one per core)")
+    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    return Settings(
+        select=args.select or ("AGL",),
+        extend_select=args.extend_select,
+        ignore=args.ignore,
+        exclude=DEFAULT_EXCLUDES,
+        extend_exclude=tuple(args.exclude),
+        jobs=args.jobs,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    result = run_files(args.paths, settings, check_analysis)
+    diagnostics = sorted(
+        (d for file_result in result.results for d in file_result.result or ()),
+        key=lambda d: d.sort_key(),
+    )
+    for error in result.errors:
+        print(f"error: {error}", file=sys.stderr)
+    outcome = CheckOutcome(
+        diagnostics=diagnostics,
+        errors=result.errors,
+        files_checked=result.files_seen,
+        functions_found=len(result.functions),
+    )
+    sys.stdout.write(FORMATS[args.output_format](outcome))
+    if result.errors:
+        return EXIT_ERROR
+    if diagnostics and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
