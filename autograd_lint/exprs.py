@@ -42,9 +42,11 @@ NON_TENSOR_METHODS = frozenset(
 NON_TENSOR_ATTRIBUTES = frozenset(
     "shape dtype device ndim is_cuda is_sparse is_leaf requires_grad layout is_meta".split()
 )
+# (``max``, ``min``, ``sum``, ``abs``, ``round`` and ``getattr`` are left out: on
+# tensors they give tensors.)
 NON_TENSOR_BUILTINS = frozenset(
-    "int float bool str len tuple list dict set range isinstance type max min sum abs round "
-    "hash id repr sorted enumerate zip frozenset getattr hasattr callable".split()
+    "int float bool str len tuple list dict set range isinstance type "
+    "hash id repr sorted enumerate zip frozenset hasattr callable".split()
 )
 # torch.<name> calls that do not return a tensor (or return state that is kept on
 # purpose, such as RNG state).

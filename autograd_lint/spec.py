@@ -126,11 +126,16 @@ class CtxCall:
 
 @dataclass(frozen=True)
 class CtxWrite:
-    """An assignment to ``ctx.<attribute>``."""
+    """An assignment to ``ctx.<attribute>``.
+
+    ``elements`` holds the summarised elements when the value is a list or tuple
+    literal without a starred element.
+    """
 
     attribute: str
     value: Expr
     position: Position
+    elements: tuple[Expr, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,9 @@ class MethodSpec:
     ctx_calls: tuple[CtxCall, ...] = ()
     ctx_writes: tuple[CtxWrite, ...] = ()
     ctx_reads: tuple[CtxRead, ...] = ()
+    # The kind of each positional parameter other than ctx, as the caller passes it
+    # (before any rebinding in the body).
+    param_kinds: dict[str, Kind] = field(default_factory=dict)
     # The libcst node; only in the process that parsed the file, never pickled.
     node: "cst.FunctionDef | None" = field(default=None, compare=False, repr=False)
 
