@@ -1,0 +1,479 @@
+"""AGL013: ``needs_input_grad`` index out of range, or gating the wrong gradient."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from autograd_lint.exprs import is_none
+from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.spec import CTX_METHODS, FunctionSpec, MethodSpec, Position
+
+Guards = frozenset[int]
+
+
+def _guard_index(node: cst.BaseExpression, ctx_name: str) -> int | None:
+    """k for ``<ctx>.needs_input_grad[k]`` with an integer literal k, else None."""
+    if not (isinstance(node, cst.Subscript) and len(node.slice) == 1):
+        return None
+    value = node.value
+    if not (
+        isinstance(value, cst.Attribute)
+        and value.attr.value == "needs_input_grad"
+        and isinstance(value.value, cst.Name)
+        and value.value.value == ctx_name
+    ):
+        return None
+    index = node.slice[0].slice
+    if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+        return int(index.value.value, 0)
+    return None
+
+
+def _guards(test: cst.BaseExpression, ctx_name: str) -> Guards:
+    """The indexes k whose ``needs_input_grad[k]`` must be true for ``test`` to hold.
+
+    Only a single subscript or an ``and`` chain counts: with ``or`` (trap 15) no
+    single index is necessary, and ``not`` inverts the meaning.
+    """
+    index = _guard_index(test, ctx_name)
+    if index is not None:
+        return frozenset({index})
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _guards(test.left, ctx_name) | _guards(test.right, ctx_name)
+    return frozenset()
+
+
+def _names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _names(target.value)
+
+
+@dataclass(frozen=True)
+class _Binding:
+    """A binding of a name that can make it a gradient, under the guards of its path."""
+
+    name: str
+    guards: Guards
+
+
+class _GuardWalker:
+    """Records, for one backward body, the guards each binding and ``return`` sits under."""
+
+    def __init__(self, ctx_name: str) -> None:
+        self.ctx_name = ctx_name
+        self.bindings: list[_Binding] = []
+        self.returns: list[tuple[cst.Return, Guards]] = []
+
+    def walk(self, body: Sequence[cst.BaseStatement], guards: Guards) -> None:
+        for statement in body:
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                self.bindings.append(_Binding(statement.name.value, guards))
+            elif isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    self._small(small, guards)
+            elif isinstance(statement, cst.If):
+                self._walrus(statement.test, guards)
+                self.walk(_suite(statement.body), guards | _guards(statement.test, self.ctx_name))
+                orelse = statement.orelse
+                if isinstance(orelse, cst.If):
+                    self.walk([orelse], guards)
+                elif isinstance(orelse, cst.Else):
+                    self.walk(_suite(orelse.body), guards)
+            else:
+                self._compound(statement, guards)
+
+    def _compound(self, statement: cst.BaseStatement, guards: Guards) -> None:
+        if isinstance(statement, cst.For):
+            self._bind(statement.target, guards)
+        if isinstance(statement, cst.With):
+            for item in statement.items:
+                if item.asname is not None:
+                    self._bind(item.asname.name, guards)
+        if isinstance(statement, cst.Try):
+            for handler in statement.handlers:
+                if handler.name is not None:
+                    self._bind(handler.name.name, guards)
+        self._walrus(statement, guards)
+        for field in ("body", "orelse", "finalbody"):
+            child = getattr(statement, field, None)
+            if isinstance(child, cst.BaseSuite):
+                self.walk(_suite(child), guards)
+            elif child is not None and hasattr(child, "body"):
+                self.walk(_suite(child.body), guards)
+        for handler in getattr(statement, "handlers", ()):
+            self.walk(_suite(handler.body), guards)
+        for case in getattr(statement, "cases", ()):
+            self.walk(_suite(case.body), guards)
+
+    def _small(self, small: cst.BaseSmallStatement, guards: Guards) -> None:
+        self._walrus(small, guards)
+        if isinstance(small, cst.Return):
+            self.returns.append((small, guards))
+        elif isinstance(small, cst.Assign):
+            for target in small.targets:
+                if isinstance(target.target, cst.Name):
+                    self._assign(target.target.value, small.value, guards)
+                else:
+                    self._bind(target.target, guards)
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            if isinstance(small.target, cst.Name):
+                self._assign(small.target.value, small.value, guards)
+        elif isinstance(small, cst.AugAssign):
+            self._bind(small.target, guards)
+        elif isinstance(small, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)):
+            for name in _statement_names(small):
+                self.bindings.append(_Binding(name, frozenset()))
+
+    def _assign(self, name: str, value: cst.BaseExpression, guards: Guards) -> None:
+        if is_none(value):
+            return  # `grad_b = None`: no gradient, whatever the guard
+        if isinstance(value, cst.IfExp) and is_none(value.orelse):
+            # `grad_b = expr if ctx.needs_input_grad[1] else None`
+            guards = guards | _guards(value.test, self.ctx_name)
+        self.bindings.append(_Binding(name, guards))
+
+    def _bind(self, target: cst.BaseExpression, guards: Guards) -> None:
+        for name in _names(target):
+            self.bindings.append(_Binding(name, guards))
+
+    def _walrus(self, node: cst.CSTNode, guards: Guards) -> None:
+        # `(g := ...)` in a statement's own expressions (not its nested blocks) binds g
+        # on the statement's path.
+        visitor = _Walrus()
+        node.visit(visitor)
+        for name in visitor.found:
+            self.bindings.append(_Binding(name, guards))
+
+
+class _Walrus(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self.found.extend(_names(node.target))
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _statement_names(small: cst.BaseSmallStatement) -> Iterator[str]:
+    if isinstance(small, (cst.Global, cst.Nonlocal)):
+        for item in small.names:
+            yield item.name.value
+    elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+        for alias in small.names:
+            if alias.asname is not None:
+                yield from _names(alias.asname.name)  # type: ignore[arg-type]
+            else:
+                head = alias.name
+                while isinstance(head, cst.Attribute):
+                    head = head.value
+                if isinstance(head, cst.Name):
+                    yield head.value
+
+
+def _suite(suite: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
+    if isinstance(suite, cst.IndentedBlock):
+        return suite.body
+    return (cst.SimpleStatementLine(body=suite.body),)  # type: ignore[attr-defined]
+
+
+def _input_label(function: FunctionSpec, index: int) -> str:
+    inputs = function.forward_inputs
+    if inputs is not None and index < len(inputs):
+        return f"input {index} ({inputs[index].name})"
+    return f"input {index}"
+
+
+class NeedsInputGrad(Rule):
+    """Checks the uses of ``ctx.needs_input_grad``.  (a) An integer-literal index must be
+    smaller than the number of forward inputs (skipped when forward takes ``*args``, or
+    when the Function assigns ``ctx.needs_input_grad`` itself).  (b) In backward/vjp, a
+    name whose every non-``None`` binding sits under ``if ctx.needs_input_grad[k]`` (or an
+    ``and`` chain holding it, or ``x if ctx.needs_input_grad[k] else None``) must not be
+    returned as the gradient of another input j: when only input j requires grad, it is
+    ``None``.  Guards joined with ``or`` gate nothing on their own and are not checked."""
+
+    code = "AGL013"
+    title = "`needs_input_grad` index out of range, or gating the wrong gradient"
+    severity = Severity.ERROR
+    why = (
+        "(a) An index past the inputs fails in backward: `IndexError: tuple index out of "
+        "range`. (b) A gradient gated on another input's flag is silently missing: `b.grad is "
+        "None` when only `b` requires grad and its gradient is gated on `needs_input_grad[0]`."
+    )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        yield from self._out_of_range(ctx)
+        for name in ("backward", "vjp"):
+            method = function.methods.get(name)
+            if method is not None and ctx.own(method) and ctx.unit(method) is not None:
+                yield from self._wrong_gate(ctx, method)
+
+    def _out_of_range(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        n_inputs = function.n_inputs
+        if n_inputs is None:
+            return
+        if any(w.attribute == "needs_input_grad" for m in function.effective_methods.values() for w in m.ctx_writes):
+            return  # the Function rebinds the flags (e.g. drops a trailing input): indexes shift
+        for name, method in function.methods.items():
+            takes_ctx = name in CTX_METHODS or (name == "forward" and function.is_split_style is False)
+            if not takes_ctx or method.is_classmethod:
+                continue
+            for read in method.reads("needs_input_grad[]"):
+                if read.index is not None and read.index >= n_inputs:
+                    yield Report(
+                        read.position,
+                        f"{function.name}.{name} reads ctx.needs_input_grad[{read.index}], but "
+                        f"forward takes {n_inputs} input{'s' if n_inputs != 1 else ''} "
+                        f"(indexes 0 to {n_inputs - 1})",
+                    )
+
+    def _wrong_gate(self, ctx: FunctionContext, method: MethodSpec) -> Iterator[Report]:
+        node = method.node
+        ctx_name = method.ctx_name
+        if node is None or ctx_name is None or method.is_classmethod:
+            return
+        walker = _GuardWalker(ctx_name)
+        walker.walk(_suite(node.body), frozenset())
+        by_name: dict[str, list[Guards]] = {}
+        for param in method.params:
+            by_name.setdefault(param.name, []).append(frozenset())
+        for binding in walker.bindings:
+            by_name.setdefault(binding.name, []).append(binding.guards)
+        return_guards: dict[Position, Guards] = {
+            ctx.position(method, ret): guards for ret, guards in walker.returns
+        }
+        for ret in method.returns:
+            if ret.elements is None:
+                continue
+            outer = return_guards.get(ret.position, frozenset())
+            for j, element in enumerate(ret.elements):
+                gates = by_name.get(element.name or "", [])
+                # A return reached only when another input needs grad is not reached
+                # when input j alone does.
+                if not gates or not outer <= {j}:
+                    continue
+                if all(g - {j} for g in gates):
+                    k = min(set.intersection(*(set(g) for g in gates)) - {j}, default=None)
+                    flag = f"ctx.needs_input_grad[{k}]" if k is not None else "other inputs' needs_input_grad"
+                    yield Report(
+                        ret.position,
+                        f"{ctx.function.name}.{method.name} returns {element.name} as the gradient "
+                        f"of {_input_label(ctx.function, j)}, but computes it only when {flag} "
+                        f"is true; it is missing when only input {j} requires grad",
+                    )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    grad_a = grad_b = None
+                    if ctx.needs_input_grad[0]:
+                        grad_a = grad * b
+                    if ctx.needs_input_grad[1]:
+                        grad_b = grad * a
+                    return grad_a, grad_b
+            """
+        ),
+        # Trap 15: one guard shared by two gradients, joined with `or`.
+        Valid(
+            """
+            import torch
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x @ w.t()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, w = ctx.saved_tensors
+                    grad_x = grad_w = None
+                    if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+                        grad_x = grad @ w
+                        grad_w = grad.t() @ x
+                    return grad_x, grad_w
+            """
+        ),
+        # Trap 3: *args makes the input count unknown, so no index is out of range.
+        Valid(
+            """
+            import torch
+
+            class Sum(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, *xs):
+                    ctx.n = len(xs)
+                    return sum(xs)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    first = grad if ctx.needs_input_grad[2] else None
+                    return (first,) + (grad,) * (ctx.n - 1)
+            """
+        ),
+        # Trap 5 and 9: split style counts every forward parameter; ctx is not called ctx;
+        # the conditional expression gates each gradient on its own flag.
+        Valid(
+            """
+            import torch
+
+            class Base(torch.autograd.Function):
+                @staticmethod
+                def forward(a, b, c):
+                    return a * b + c
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.save_for_backward(inputs[0], inputs[1])
+
+            class Fma(Base):
+                @staticmethod
+                def backward(self, grad):
+                    a, b = self.saved_tensors
+                    grad_a = grad * b if self.needs_input_grad[0] else None
+                    grad_b = grad * a if self.needs_input_grad[1] else None
+                    grad_c = grad if self.needs_input_grad[2] else None
+                    return grad_a, grad_b, grad_c
+            """
+        ),
+        # A name also bound outside the guard is not gated; a return reached only under
+        # another input's flag is not reached when input 1 alone needs grad.
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, s):
+                    ctx.save_for_backward(x, s)
+                    return x * s
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, s = ctx.saved_tensors
+                    grad_s = (grad * x).sum()
+                    if ctx.needs_input_grad[0]:
+                        grad_x = grad * s
+                        grad_s = grad_s * 1
+                        return grad_x, grad_s
+                    return None, grad_s
+            """
+        ),
+    ]
+    INVALID = [
+        # (b) the second gradient is gated on the first input's flag.
+        Invalid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    grad_a = grad_b = None
+                    if ctx.needs_input_grad[0]:
+                        grad_a = grad * b
+                    if ctx.needs_input_grad[0]:
+                        grad_b = grad * a
+                    return grad_a, grad_b
+            """,
+            line=17,
+            message="returns grad_b as the gradient of input 1 (b), but computes it only when "
+            "ctx.needs_input_grad[0] is true",
+        ),
+        # (a) three inputs, so index 3 is out of range.
+        Invalid(
+            """
+            from torch.autograd import Function
+
+            class Fma(Function):
+                @staticmethod
+                def forward(ctx, a, b, c):
+                    ctx.save_for_backward(a, b)
+                    return a * b + c
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    grad_c = grad if ctx.needs_input_grad[3] else None
+                    return grad * b, grad * a, grad_c
+            """,
+            line=12,
+            message="Fma.backward reads ctx.needs_input_grad[3], but forward takes 3 inputs",
+        ),
+        # (a) split style: forward has no ctx, both parameters are inputs.
+        Invalid(
+            """
+            import torch
+
+            class Add(torch.autograd.Function):
+                @staticmethod
+                def forward(x, y):
+                    return x + y
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.flags = (ctx.needs_input_grad[0], ctx.needs_input_grad[2])
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, grad
+            """,
+            line=10,
+            message="Add.setup_context reads ctx.needs_input_grad[2], but forward takes 2 inputs",
+        ),
+        # (b) through a conditional expression and an `and` chain.
+        Invalid(
+            """
+            import torch
+
+            class Lerp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b, w):
+                    ctx.save_for_backward(w)
+                    return a + w * (b - a)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (w,) = ctx.saved_tensors
+                    grad_a = grad * (1 - w) if ctx.needs_input_grad[0] else None
+                    grad_b = None
+                    if w is not None and ctx.needs_input_grad[0]:
+                        grad_b = grad * w
+                    return grad_a, grad_b, None
+            """,
+            line=16,
+            message="returns grad_b as the gradient of input 1 (b)",
+        ),
+    ]
