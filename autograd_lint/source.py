@@ -51,9 +51,13 @@ def decode_source(data: bytes, path: str) -> str:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise SourceError(path, f"bad encoding declaration: {exc.msg}") from None
+        # detect_encoding also fails on undecodable bytes in the first two lines;
+        # decoding as UTF-8 then says exactly where they are.
+        encoding, cookie_problem = "utf-8", exc.msg
+    else:
+        cookie_problem = None
     try:
-        return data.decode("utf-8-sig" if encoding == "utf-8-sig" else encoding)
+        text = data.decode("utf-8-sig" if encoding == "utf-8-sig" else encoding)
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         bad = data[exc.start : exc.start + 1].hex()
@@ -62,6 +66,9 @@ def decode_source(data: bytes, path: str) -> str:
         ) from None
     except LookupError:
         raise SourceError(path, f"unknown encoding {encoding!r}") from None
+    if cookie_problem is not None:
+        raise SourceError(path, f"bad encoding declaration: {cookie_problem}")
+    return text
 
 
 def module_name(path: str | os.PathLike[str]) -> str | None:

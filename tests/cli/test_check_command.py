@@ -1,0 +1,151 @@
+"""The ``autograd-lint check`` command, run as users run it: a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+BUGGY = textwrap.dedent(
+    """
+    import torch
+
+    class Mul(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a * b
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, b = ctx.saved_tensors
+            return grad * b
+    """
+).lstrip()
+CLEAN = BUGGY.replace("return grad * b", "return grad * b, grad * a")
+
+
+def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autograd_lint", "check", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_findings_exit_1_with_location_and_summary(tmp_path: Path) -> None:
+    (tmp_path / "buggy.py").write_text(BUGGY)
+    result = check("buggy.py", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[0] == (
+        "buggy.py:12:9: AGL001 Mul.backward returns 1 gradient, but forward takes 2 inputs"
+    )
+    assert result.stdout.splitlines()[-1].startswith("Found 1 problem in 1 file")
+
+
+def test_clean_exits_0(tmp_path: Path) -> None:
+    (tmp_path / "clean.py").write_text(CLEAN)
+    result = check(cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "All checks passed" in result.stdout
+
+
+def test_noqa_select_and_ignore(tmp_path: Path) -> None:
+    (tmp_path / "buggy.py").write_text(BUGGY)
+    assert check("--ignore", "AGL001", "buggy.py", cwd=tmp_path).returncode == 0
+    assert check("--select", "AGL00", "buggy.py", cwd=tmp_path).returncode == 1
+    assert check("--select", "AGL002", "buggy.py", cwd=tmp_path).returncode == 0
+    (tmp_path / "buggy.py").write_text(BUGGY.replace("grad * b\n", "grad * b  # noqa: AGL001\n"))
+    assert check("buggy.py", cwd=tmp_path).returncode == 0
+    (tmp_path / "buggy.py").write_text(BUGGY.replace("grad * b\n", "grad * b  # noqa: AGL999\n"))
+    assert check("buggy.py", cwd=tmp_path).returncode == 1
+    (tmp_path / "buggy.py").write_text(BUGGY.replace("grad * b\n", "grad * b  # noqa\n"))
+    assert check("buggy.py", cwd=tmp_path).returncode == 0
+
+
+def test_json_output(tmp_path: Path) -> None:
+    (tmp_path / "buggy.py").write_text(BUGGY)
+    result = check("--output-format", "json", "buggy.py", cwd=tmp_path)
+    document = json.loads(result.stdout)
+    assert [(d["path"], d["line"], d["column"], d["code"]) for d in document["diagnostics"]] == [
+        ("buggy.py", 12, 9, "AGL001")
+    ]
+    assert document["summary"]["functions"] == 1
+
+
+def test_directory_walk_skips_virtualenvs_and_excludes(tmp_path: Path) -> None:
+    for folder in ("src", ".venv/lib", "build", "vendored"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "mod.py").write_text(BUGGY)
+    result = check("--exclude", "vendored", cwd=tmp_path)
+    assert result.returncode == 1
+    reported = {line.split(":")[0] for line in result.stdout.splitlines()[:-1]}
+    assert reported == {str(Path("src/mod.py"))} or reported == {"./src/mod.py"}
+
+
+def test_cross_file_subclass(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "base.py").write_text(
+        "import torch\n\nclass Base(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, a, b):\n        return a * b\n"
+    )
+    (package / "impl.py").write_text(
+        "from .base import Base\n\nclass Impl(Base):\n"
+        "    @staticmethod\n    def backward(ctx, grad):\n        return (grad,)\n"
+    )
+    result = check("pkg", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "impl.py:6:9: AGL001 Impl.backward returns 1 gradient, but forward takes 2 inputs" in result.stdout
+
+
+BAD_INPUTS = {
+    "syntax.py": (b"import torch\nclass F(torch.autograd.Function):\n    def forward(ctx x):\n", "syntax error"),
+    "latin1.py": (b"x = '\xe9'\nclass Function: pass\n", "cannot be decoded"),
+    "nul.py": (b"import torch\x00\n", "NUL byte"),
+    "pep695.py": (b"type Alias = int\ndef first[T](items: list[T]) -> T:\n    return items[0]\n", "syntax"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_input_is_one_line_and_the_run_goes_on(tmp_path: Path, name: str) -> None:
+    data, problem = BAD_INPUTS[name]
+    if name == "pep695.py" and sys.version_info >= (3, 12):
+        pytest.skip("PEP 695 syntax is valid on this Python")
+    (tmp_path / name).write_bytes(data)
+    (tmp_path / "buggy.py").write_text(BUGGY)
+    result = check(name, "buggy.py", "missing.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 2, errors
+    assert any(name in line and problem in line for line in errors), errors
+    assert any("missing.py" in line and "no such file" in line for line in errors), errors
+    assert "buggy.py:12:9: AGL001" in result.stdout
+
+
+def test_empty_file_and_unreadable_file(tmp_path: Path) -> None:
+    (tmp_path / "empty.py").write_text("")
+    assert check("empty.py", cwd=tmp_path).returncode == 0
+    locked = tmp_path / "locked.py"
+    locked.write_text(BUGGY)
+    locked.chmod(0)
+    try:
+        result = check("locked.py", cwd=tmp_path)
+        readable = result.returncode != 2  # root can read anything
+        if not readable:
+            assert "locked.py" in result.stderr and "cannot be read" in result.stderr
+    finally:
+        locked.chmod(0o644)
+
+
+def test_usage_error_exit_2(tmp_path: Path) -> None:
+    result = check("--output-format", "xml", cwd=tmp_path)
+    assert result.returncode == 2

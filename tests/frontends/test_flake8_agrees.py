@@ -1,0 +1,57 @@
+"""flake8 with our plugin reports exactly what ``autograd-lint check`` reports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograd_lint.rules import all_rules
+
+REPO = Path(__file__).resolve().parents[2]
+pytest.importorskip("flake8")
+
+
+def fixture_set(directory: Path) -> list[Path]:
+    """The bundled examples plus every rule's INVALID and VALID examples, one file each."""
+    files = []
+    for source in sorted((REPO / "examples").rglob("*.py")):
+        target = directory / f"example_{source.parent.name}_{source.name}"
+        target.write_text(source.read_text())
+        files.append(target)
+    for rule in all_rules():
+        for kind, examples in (("invalid", rule.INVALID), ("valid", rule.VALID)):
+            for index, example in enumerate(examples):
+                target = directory / f"{rule.code.lower()}_{kind}_{index}.py"
+                target.write_text(example.source)
+                files.append(target)
+    return files
+
+
+def test_flake8_and_cli_agree(tmp_path: Path) -> None:
+    files = fixture_set(tmp_path)
+    names = [f.name for f in files]
+    cli = subprocess.run(
+        [sys.executable, "-m", "autograd_lint", "check", "--output-format", "json", *names],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert cli.returncode in (0, 1), cli.stderr
+    expected = {
+        (d["path"], d["line"], d["column"], d["code"], d["message"])
+        for d in json.loads(cli.stdout)["diagnostics"]
+    }
+    flake8 = subprocess.run(
+        [sys.executable, "-m", "flake8", "--isolated", "--select", "AGL",
+         "--format", "%(path)s\t%(row)d\t%(col)d\t%(code)s\t%(text)s", *names],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert flake8.returncode in (0, 1), flake8.stderr
+    reported = set()
+    for line in flake8.stdout.splitlines():
+        path, row, col, code, text = line.split("\t")
+        reported.add((path.removeprefix("./"), int(row), int(col), code, text))
+    assert expected, "the fixture set should produce findings"
+    assert reported == expected
