@@ -142,10 +142,27 @@ class Classifier:
                 return Kind.NON_TENSOR
             return self.kind(node.expression)
         if isinstance(node, cst.Subscript):
-            base = self.kind(node.value)
-            return base if base in (Kind.TENSOR, Kind.NON_TENSOR) else Kind.UNKNOWN
+            return self._subscript(node)
         if isinstance(node, cst.Comparison) or isinstance(node, cst.BooleanOperation):
             return Kind.UNKNOWN  # tensor comparisons give tensors
+        return Kind.UNKNOWN
+
+    def _subscript(self, node: cst.Subscript) -> Kind:
+        base = self.kind(node.value)
+        if base is Kind.TENSOR:
+            return Kind.TENSOR
+        # An element of a list or tuple may be a tensor; an element of a shape,
+        # size or stride is an int.
+        value = node.value
+        if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+            return Kind.NON_TENSOR
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("size", "stride")
+            and base is Kind.NON_TENSOR
+        ):
+            return Kind.NON_TENSOR
         return Kind.UNKNOWN
 
     def _attribute(self, node: cst.Attribute) -> Kind:
