@@ -1,0 +1,308 @@
+"""AGL002: a Function is used the legacy way (instantiated, called as an instance, or non-static)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.spec import FUNCTION_METHODS, FunctionSpec, MethodSpec
+from autograd_lint.usage import UseKind, function_uses
+
+if TYPE_CHECKING:
+    from autograd_lint.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
+
+# Trap 7: torch-internal Functions built on _SingleLevelFunction have their own
+# calling conventions; Function.__init__/__call__ do not apply to them.
+_SINGLE_LEVEL = frozenset({"torch.autograd.function._SingleLevelFunction"})
+# Trap 7: InplaceFunction(inplace=...) is instantiated by the legacy code it exists for.
+_INPLACE = frozenset({"torch.autograd.InplaceFunction", "torch.autograd.function.InplaceFunction"})
+
+
+def _derives_from(function: FunctionSpec, names: frozenset[str]) -> bool:
+    return any(not names.isdisjoint(spec.bases) for spec in function.mro())
+
+
+def _decorators_known(method: MethodSpec) -> bool:
+    """Every decorator is one of torch's (none of which returns a staticmethod)."""
+    return all(
+        d.qualified_name is not None
+        and (d.qualified_name.startswith("torch.") or d.qualified_name == "builtins.classmethod")
+        for d in method.decorators
+    )
+
+
+class LegacyUse(Rule):
+    """Reports the legacy, instance-based use of a Function: (a) ``Fn(...)`` (an
+    instantiation) and ``Fn(...)(...)`` (an instance call) anywhere in the module, where
+    ``Fn`` is a Function class of the module; (b) an effective autograd method
+    (``forward``, ``setup_context``, ``backward``, ``vjp``, ``jvp``, ``vmap``) that the
+    class defines without ``@staticmethod`` or with ``@classmethod``.  Classes built on
+    ``_SingleLevelFunction`` are skipped; so are instantiations of ``InplaceFunction``
+    subclasses, classes that define ``__init__``/``__new__`` (instantiation) or
+    ``__call__`` (instance call), uses inside ``pytest.raises``/``assertRaises``
+    blocks, and methods with decorators that do not resolve to torch."""
+
+    code = "AGL002"
+    title = "Legacy / instance use of a Function"
+    severity = Severity.ERROR  # the instance call; instantiation and (b) are warnings
+    why = (
+        "An instance call raises `RuntimeError: Legacy autograd function with non-static "
+        "forward method is deprecated. Please use new-style autograd function with static "
+        "forward method.` Instantiating warns `DeprecationWarning: <class '...F'> should not "
+        "be instantiated. Methods on autograd functions are all static, so you should invoke "
+        "them on the class itself. Instantiating an autograd function will raise an error in a "
+        "future version of PyTorch.` A method without `@staticmethod` still works through "
+        "`apply`, but breaks the documented contract and every instance call."
+    )
+
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
+        for use in function_uses(analysis):
+            function = use.function
+            if use.expects_failure or use.class_methods is None or _derives_from(function, _SINGLE_LEVEL):
+                continue
+            if use.kind is UseKind.INSTANCE_CALL and "__call__" not in use.class_methods:
+                yield Report(
+                    use.position,
+                    f"`{use.text}` calls an instance of {function.name}, which raises "
+                    f"RuntimeError (legacy autograd Function); use {function.name}.apply(...)",
+                )
+            elif (
+                use.kind is UseKind.INSTANTIATION
+                and use.class_methods.isdisjoint({"__init__", "__new__"})
+                and not _derives_from(function, _INPLACE)
+            ):
+                yield Report(
+                    use.position,
+                    f"`{use.text}` instantiates {function.name}, which is deprecated "
+                    f"(DeprecationWarning); call {function.name}.apply(...) on the class",
+                    Severity.WARNING,
+                )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        if _derives_from(function, _SINGLE_LEVEL):
+            return
+        for name in FUNCTION_METHODS:
+            method = function.methods.get(name)
+            if method is None or method.is_staticmethod:
+                continue
+            if method.is_classmethod:
+                problem = "is a @classmethod"
+            elif _decorators_known(method):
+                problem = "is not a @staticmethod"
+            else:
+                continue
+            yield Report(
+                method.position,
+                f"{function.name}.{name} {problem}; autograd Function methods must be static "
+                "(an instance call raises RuntimeError)",
+                Severity.WARNING,
+            )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    ctx.save_for_backward(y)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return grad * y
+
+            def exp(x):
+                return Exp.apply(x)
+            """
+        ),
+        # Trap 9: old code names ctx `self`, but the method is static, which is all that counts.
+        Valid(
+            """
+            import torch
+            from torch.autograd import Function
+            from torch.autograd.function import once_differentiable
+
+            class Double(Function):
+                @staticmethod
+                def forward(self, x):
+                    return x * 2
+
+                @staticmethod
+                @once_differentiable
+                def backward(self, grad):
+                    return grad * 2
+
+            y = Double.apply(torch.ones(2))
+            """
+        ),
+        # Trap 7: NestedIOFunction's instance API, _SingleLevelFunction internals and
+        # InplaceFunction(inplace=...) instantiation are legitimate.
+        Valid(
+            """
+            import torch
+            from torch.autograd.function import InplaceFunction, NestedIOFunction, _SingleLevelFunction
+
+            class Nested(NestedIOFunction):
+                def forward_extended(self, x):
+                    return x
+
+            class Internal(_SingleLevelFunction):
+                def forward(*args):
+                    return args
+
+            class AddInplace(InplaceFunction):
+                @staticmethod
+                def forward(ctx, x):
+                    return x.add_(1)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+
+            nested = Nested()(torch.ones(1))
+            internal = Internal()
+            op = AddInplace(inplace=True)
+            """
+        ),
+        # A name that shadows the class, and a test that expects the legacy call to fail.
+        Valid(
+            """
+            import pytest
+            import torch
+
+            class Sq(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+
+            def build(Sq):
+                return Sq()
+
+            def test_legacy_call_fails():
+                with pytest.raises(RuntimeError):
+                    Sq()(torch.ones(1))
+            """
+        ),
+        # A class that defines __call__ (and __init__) makes its instances callable.
+        Valid(
+            """
+            import torch
+
+            class Op(torch.autograd.Function):
+                def __init__(self, scale):
+                    self.scale = scale
+
+                def __call__(self, x):
+                    return Op.apply(x)
+
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 3
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 3
+
+            y = Op(2)(torch.ones(1))
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x.exp()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+
+            def exp(x):
+                return Exp()(x)
+            """,
+            line=13,
+            message="calls an instance of Exp, which raises RuntimeError",
+        ),
+        Invalid(
+            """
+            from torch.autograd import Function
+
+            class Exp(Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x.exp()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+
+            fn = Exp()
+            """,
+            line=12,
+            message="instantiates Exp, which is deprecated",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Legacy(torch.autograd.Function):
+                def forward(self, x):
+                    return x * 2
+
+                def backward(self, grad):
+                    return grad * 2
+            """,
+            line=4,
+            message="Legacy.forward is not a @staticmethod",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Outer:
+                class Cube(torch.autograd.Function):
+                    @classmethod
+                    def forward(cls, ctx, x):
+                        return x ** 3
+
+                    @staticmethod
+                    def backward(ctx, grad):
+                        return grad
+
+            y = Outer.Cube()(torch.ones(1))
+            """,
+            line=13,
+            message="calls an instance of Cube",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Outer:
+                class Cube(torch.autograd.Function):
+                    @classmethod
+                    def forward(cls, ctx, x):
+                        return x ** 3
+
+                    @staticmethod
+                    def backward(ctx, grad):
+                        return grad
+            """,
+            line=6,
+            message="Cube.forward is a @classmethod",
+        ),
+    ]

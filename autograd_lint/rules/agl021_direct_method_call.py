@@ -1,0 +1,230 @@
+"""AGL021: ``Fn.forward`` / ``Fn.backward`` / ... called directly instead of ``Fn.apply``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+from autograd_lint.usage import UseKind, function_uses, is_test_path
+
+if TYPE_CHECKING:
+    from autograd_lint.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
+
+
+class DirectMethodCall(Rule):
+    """Reports a call ``Fn.forward(...)`` (or ``backward``, ``setup_context``, ``jvp``,
+    ``vjp``, ``vmap``) where ``Fn`` is a Function class of the module.  Skipped: calls
+    written inside the body of a Function class (``Base.forward(ctx, x)`` from a
+    subclass, or one Function's backward reusing another's: autograd records nothing
+    inside forward anyway), calls under a guard that turns autograd off or marks
+    inference or export (``not torch.is_grad_enabled()``, ``torch.no_grad()``,
+    ``self.training``, ONNX export, scripting, tracing, including an earlier ``if``
+    that returns), calls in ``pytest.raises``/``assertRaises`` blocks, and test files."""
+
+    code = "AGL021"
+    title = "Function method called directly instead of apply"
+    severity = Severity.WARNING
+    why = (
+        "No autograd node is recorded, so the custom backward is silently ignored: "
+        "`F.forward(FakeCtx(), a)` gave `grad_fn=ExpBackward0` and the default gradient, and "
+        "the custom backward never ran. With `None` as ctx: `AttributeError: 'NoneType' "
+        "object has no attribute 'save_for_backward'`. The docs say: call `apply`; do not "
+        "call forward() directly."
+    )
+
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
+        if is_test_path(analysis.source.path):
+            return
+        for use in function_uses(analysis):
+            if use.kind is not UseKind.METHOD_CALL or use.inside is not None:
+                continue
+            if use.guard is not None or use.expects_failure:
+                continue
+            name = use.function.name
+            consequence = (
+                f"autograd records no node, so {name}'s custom backward is never used"
+                if use.method in ("forward", "setup_context")
+                else f"autograd calls {use.method}, user code should not"
+            )
+            yield Report(
+                use.position,
+                f"`{use.text}` calls {name}.{use.method} directly ({consequence}); "
+                f"use {name}.apply(...)",
+            )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    ctx.save_for_backward(y)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return grad * y
+
+            def exp(x):
+                return Exp.apply(x)
+            """
+        ),
+        # Trap 10: deliberate direct calls when autograd is off, in eval mode or under ONNX export.
+        Valid(
+            """
+            import torch
+
+            class Fused(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+
+            def fused(x, training):
+                if not torch.is_grad_enabled():
+                    return Fused.forward(None, x)
+                return Fused.apply(x)
+
+            def fused_fast(x):
+                if torch.is_grad_enabled():
+                    return Fused.apply(x)
+                return Fused.forward(None, x)
+
+            class Block(torch.nn.Module):
+                def forward(self, x):
+                    if not self.training or torch.onnx.is_in_onnx_export():
+                        return Fused.forward(None, x)
+                    return Fused.apply(x)
+
+            @torch.no_grad()
+            def infer(x):
+                return Fused.forward(None, x)
+
+            def infer2(x):
+                with torch.inference_mode():
+                    return Fused.forward(None, x)
+            """
+        ),
+        # A subclass calling its base's forward, and one Function reusing another's backward.
+        Valid(
+            """
+            import torch
+
+            class Base(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+
+            class Derived(Base):
+                @staticmethod
+                def forward(ctx, x):
+                    return Base.forward(ctx, x) + 1
+
+            class Twice(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return Base.backward(ctx, grad)
+            """
+        ),
+        # A parameter that shadows the class name is not the class.
+        Valid(
+            """
+            import torch
+
+            class Op(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x + 1
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+
+            def run(Op, x):
+                return Op.forward(None, x)
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    ctx.save_for_backward(y)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return grad * y
+
+            def exp(ctx, x):
+                return Exp.forward(ctx, x)
+            """,
+            line=16,
+            message="`Exp.forward(ctx, x)` calls Exp.forward directly",
+        ),
+        Invalid(
+            """
+            from torch.autograd import Function
+
+            class Square(Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x * x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return 2 * x * grad
+
+            class Model:
+                def __call__(self, x):
+                    y = Square.forward(self, x)
+                    return y
+            """,
+            line=16,
+            message="so Square's custom backward is never used",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Outer:
+                class Clip(torch.autograd.Function):
+                    @staticmethod
+                    def forward(ctx, x):
+                        return x.clamp(0, 1)
+
+                    @staticmethod
+                    def backward(ctx, grad):
+                        return grad
+
+            def grad_of(ctx, g):
+                return Outer.Clip.backward(ctx, g)
+            """,
+            line=14,
+            message="calls Clip.backward directly",
+        ),
+    ]

@@ -1,0 +1,273 @@
+"""Where a module uses its own Function classes other than through ``apply``.
+
+The module-level rules need the calls made on a Function class: ``Fn(...)``
+(instantiation, AGL002), ``Fn(...)(...)`` (a legacy instance call, AGL002) and
+``Fn.forward(...)`` and the other autograd methods (a direct call, AGL021).  They
+are found in :attr:`FileAnalysis.whole_module`, which the analysis parses only
+when such a use can exist, and each becomes one :class:`FunctionUse` with the
+guards written around it.
+
+A name counts as a Function class only when Python's scoping rules bind it to
+exactly one ``class`` statement of a Function in this module (``Outer.Inner``
+follows nested class statements); a parameter, a local or a second binding of
+the same name makes the call unknown, and unknown calls are left out.  Functions
+imported from other modules and aliases such as ``f = Fn.apply`` are out of scope.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, replace
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import libcst as cst
+from libcst.metadata import Assignment, MetadataWrapper, Scope, ScopeProvider
+
+from autograd_lint.spec import FUNCTION_METHODS, FunctionSpec, Position
+
+if TYPE_CHECKING:
+    from autograd_lint.analysis import FileAnalysis
+    from autograd_lint.extract import ParsedUnit
+
+# Conditions under which calling forward directly is deliberate: autograd is off
+# (no_grad, inference), the model is in eval mode, or the code is being exported,
+# scripted or traced.  Either arm of such an ``if`` counts, since code often
+# tests ``if torch.is_grad_enabled(): ... else: Fn.forward(None, x)``.
+_GUARD = re.compile(
+    r"is_grad_enabled|grad_enabled|no_grad|inference_mode|is_inference|\btraining\b"
+    r"|onnx|is_scripting|is_tracing|requires_grad|\bexport",
+    re.IGNORECASE,
+)
+# Context managers that switch gradient recording off.
+_GRAD_OFF = re.compile(r"no_grad|inference_mode|set_grad_enabled\(\s*False")
+# Context managers of tests that expect the code inside to fail or warn.
+_EXPECTS_FAILURE = re.compile(r"\b(?:raises|assertRaises\w*|assertWarns\w*|warns|deprecated_call)\b")
+_TEST_DIRS = frozenset({"test", "tests", "testing"})
+
+
+class UseKind(enum.Enum):
+    """What a use of a Function class does."""
+
+    INSTANTIATION = "instantiation"  # Fn(...)
+    INSTANCE_CALL = "instance call"  # Fn(...)(...)
+    METHOD_CALL = "method call"  # Fn.forward(...), Fn.backward(...), ...
+
+
+@dataclass(frozen=True)
+class FunctionUse:
+    """One call on a Function class of this module.
+
+    ``method`` names the autograd method of a :attr:`UseKind.METHOD_CALL`.
+    ``inside`` is the qualified name of the Function whose class body holds the
+    call (innermost), if any.  ``guard`` is the source of the grad-disabled /
+    eval / export condition or context manager the call sits under, if any, and
+    ``expects_failure`` tells that it sits in a ``pytest.raises`` /
+    ``assertRaises`` / ``assertWarns`` block.  ``class_methods`` tells whether the
+    class overrides ``__init__``/``__call__``, which changes what a use does.
+    """
+
+    function: FunctionSpec
+    kind: UseKind
+    position: Position
+    text: str
+    method: str | None = None
+    inside: str | None = None
+    guard: str | None = None
+    expects_failure: bool = False
+    # Names of every method the class and its Function bases define, or None
+    # when one of them is outside this module (or has a base that is).
+    class_methods: frozenset[str] | None = None
+
+
+def is_test_path(path: str) -> bool:
+    """True for test modules: ``test_*.py``, ``*_test.py``, ``conftest.py`` or a file under a test directory."""
+    pure = PurePath(path)
+    name = pure.name
+    if name.startswith("test_") or name.endswith("_test.py") or name in ("conftest.py", "tests.py"):
+        return True
+    return any(part in _TEST_DIRS for part in pure.parts[:-1])
+
+
+def function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
+    """Every call on a Function class of this module, in source order.
+
+    Empty unless the whole module was parsed (see :mod:`autograd_lint.analysis`).
+    """
+    unit = analysis.whole_module
+    if unit is None or not analysis.functions:
+        return []
+    by_position = {
+        spec.position: spec
+        for spec in analysis.functions
+        if analysis.units.get(spec.qualname) is unit
+    }
+    if not by_position:
+        return []
+    scopes = MetadataWrapper(unit.module, unsafe_skip_copy=True).resolve(ScopeProvider)
+    visitor = _UseVisitor(unit, by_position, scopes)
+    unit.module.visit(visitor)
+    uses = [replace(use, class_methods=_class_methods(use.function, visitor.defined)) for use in visitor.uses]
+    return sorted(uses, key=lambda use: (use.position.line, use.position.column))
+
+
+def _class_methods(function: FunctionSpec, defined: Mapping[str, frozenset[str]]) -> frozenset[str] | None:
+    names: set[str] = set()
+    for spec in function.mro():
+        if not spec.complete or spec.path != function.path or spec.qualname not in defined:
+            return None
+        names |= defined[spec.qualname]
+    return frozenset(names)
+
+
+class _UseVisitor(cst.CSTVisitor):
+    """Collects :class:`FunctionUse` values, keeping the chain of enclosing nodes."""
+
+    def __init__(
+        self,
+        unit: "ParsedUnit",
+        by_position: Mapping[Position, FunctionSpec],
+        scopes: Mapping[cst.CSTNode, Scope | None],
+    ) -> None:
+        self.unit = unit
+        self.by_position = by_position
+        self.scopes = scopes
+        self.stack: list[cst.CSTNode] = []
+        self.uses: list[FunctionUse] = []
+        self.specs: dict[cst.ClassDef, FunctionSpec] = {}
+        self.defined: dict[str, frozenset[str]] = {}  # Function qualname -> its method names
+        self.instance_called: set[cst.Call] = set()  # inner calls of Fn(...)(...)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.ClassDef):
+            spec = self.by_position.get(self.unit.position(node))
+            if spec is not None:
+                self.specs[node] = spec
+                body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+                self.defined[spec.qualname] = frozenset(
+                    s.name.value for s in body if isinstance(s, cst.FunctionDef)
+                )
+        elif isinstance(node, cst.Call):
+            self._call(node)
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+    # -- resolving names to Function classes ------------------------------------
+    def _class(self, expr: cst.BaseExpression) -> cst.ClassDef | None:
+        """The single ``class`` statement ``expr`` names, if syntax can tell."""
+        if isinstance(expr, cst.Name):
+            scope = self.scopes.get(expr)
+            if scope is None:
+                return None
+            assignments = list(scope[expr.value])
+            if len(assignments) != 1 or not isinstance(assignments[0], Assignment):
+                return None
+            node = assignments[0].node
+            return node if isinstance(node, cst.ClassDef) else None
+        if isinstance(expr, cst.Attribute):
+            outer = self._class(expr.value)
+            if outer is None or not isinstance(outer.body, cst.IndentedBlock):
+                return None
+            inner = [
+                s
+                for s in outer.body.body
+                if isinstance(s, cst.ClassDef) and s.name.value == expr.attr.value
+            ]
+            return inner[0] if len(inner) == 1 else None
+        return None
+
+    def _function(self, expr: cst.BaseExpression) -> FunctionSpec | None:
+        node = self._class(expr)
+        return self.specs.get(node) if node is not None else None
+
+    # -- recording ----------------------------------------------------------------
+    def _call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Call):
+            spec = self._function(func.func)
+            if spec is not None:
+                self.instance_called.add(func)
+                self._record(node, spec, UseKind.INSTANCE_CALL)
+                return
+        if node in self.instance_called:
+            return
+        if isinstance(func, cst.Attribute) and func.attr.value in FUNCTION_METHODS:
+            spec = self._function(func.value)
+            if spec is not None:
+                self._record(node, spec, UseKind.METHOD_CALL, func.attr.value)
+            return
+        spec = self._function(func)
+        if spec is not None:
+            self._record(node, spec, UseKind.INSTANTIATION)
+
+    def _record(self, node: cst.Call, spec: FunctionSpec, kind: UseKind, method: str | None = None) -> None:
+        text = " ".join(self.unit.code(node).split())
+        if len(text) > 60:
+            text = text[:57] + "..."
+        inside = next(
+            (self.specs[n].qualname for n in reversed(self.stack) if isinstance(n, cst.ClassDef) and n in self.specs),
+            None,
+        )
+        guard, expects_failure = self._guards(node)
+        self.uses.append(
+            FunctionUse(spec, kind, self.unit.position(node), text, method, inside, guard, expects_failure)
+        )
+
+    def _guards(self, node: cst.Call) -> tuple[str | None, bool]:
+        """The guard around ``node`` (innermost first) and whether a test expects it to fail."""
+        guard: str | None = None
+        expects_failure = False
+        chain = [*self.stack, node]
+        for parent, child in zip(reversed(chain[:-1]), reversed(chain[1:])):
+            found: str | None = None
+            if isinstance(parent, (cst.If, cst.IfExp, cst.While)) and child is not parent.test:
+                found = self._matching(parent.test, _GUARD)
+            elif isinstance(parent, cst.With):
+                for item in parent.items:
+                    found = found or self._matching(item.item, _GRAD_OFF)
+                    expects_failure = expects_failure or self._matching(item.item, _EXPECTS_FAILURE) is not None
+            elif isinstance(parent, cst.FunctionDef):
+                for decorator in parent.decorators:
+                    found = found or self._matching(decorator.decorator, _GRAD_OFF)
+            elif isinstance(parent, (cst.IndentedBlock, cst.Module)):
+                found = self._earlier_exit(parent.body, child)
+            if guard is None:
+                guard = found
+        return guard, expects_failure
+
+    def _earlier_exit(self, body: Sequence[cst.CSTNode], child: cst.CSTNode) -> str | None:
+        """A guard ``if`` before ``child`` in the same block whose body leaves it.
+
+        ``if torch.is_grad_enabled(): return Fn.apply(x)`` followed by
+        ``return Fn.forward(None, x)`` puts the second call under the guard.
+        """
+        for statement in body:
+            if statement is child:
+                return None
+            if isinstance(statement, cst.If) and _leaves(statement.body):
+                found = self._matching(statement.test, _GUARD)
+                if found is not None:
+                    return found
+        return None
+
+    def _matching(self, node: cst.CSTNode, pattern: re.Pattern[str]) -> str | None:
+        text = " ".join(self.unit.code(node).split())
+        return text if pattern.search(text) else None
+
+
+def _leaves(suite: cst.BaseSuite) -> bool:
+    """The last statement of ``suite`` is ``return``, ``raise``, ``continue`` or ``break``."""
+    if isinstance(suite, cst.IndentedBlock):
+        if not suite.body:
+            return False
+        last = suite.body[-1]
+        if not isinstance(last, cst.SimpleStatementLine):
+            return False
+        small = last.body
+    else:
+        small = suite.body  # type: ignore[attr-defined]
+    return bool(small) and isinstance(small[-1], (cst.Return, cst.Raise, cst.Continue, cst.Break))

@@ -1,0 +1,157 @@
+"""The module-level model: calls on a module's Function classes (autograd_lint.usage)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from autograd_lint.analysis import analyze
+from autograd_lint.settings import Settings
+from autograd_lint.source import SourceFile
+from autograd_lint.usage import FunctionUse, UseKind, function_uses, is_test_path
+
+HEADER = """
+import pytest
+import torch
+
+class Fn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+"""
+
+
+def uses(body: str, header: str = HEADER) -> list[FunctionUse]:
+    source = textwrap.dedent(header).lstrip("\n") + textwrap.dedent(body)
+    analysis = analyze(SourceFile("example.py", source, "example"), {}, Settings())
+    return function_uses(analysis)
+
+
+def test_kinds_and_positions() -> None:
+    found = uses(
+        """
+        a = Fn()
+        b = Fn()(torch.ones(1))
+        c = Fn.forward(None, torch.ones(1))
+        d = Fn.apply(torch.ones(1))
+        """
+    )
+    assert [(u.kind, u.method, u.position.line) for u in found] == [
+        (UseKind.INSTANTIATION, None, 13),
+        (UseKind.INSTANCE_CALL, None, 14),
+        (UseKind.METHOD_CALL, "forward", 15),
+    ]
+    assert found[1].text == "Fn()(torch.ones(1))"
+    assert all(u.function.name == "Fn" and u.class_methods == {"forward", "backward"} for u in found)
+
+
+def test_shadowed_and_rebound_names_are_not_the_class() -> None:
+    found = uses(
+        """
+        def f(Fn):
+            return Fn()
+
+        def g():
+            Fn = object
+            return Fn()
+
+        class Holder:
+            Fn = 1
+            def m(self):
+                return Fn.forward(None, 1)
+        """
+    )
+    # Only the method of Holder sees the module-level class (class scopes don't nest).
+    assert [(u.kind, u.position.line) for u in found] == [(UseKind.METHOD_CALL, 23)]
+
+
+def test_rebinding_at_module_level_makes_the_name_unknown() -> None:
+    assert uses("Fn = torch.compile(Fn)\ny = Fn()\n") == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "if not torch.is_grad_enabled():\n    Fn.forward(None, 1)\n",
+        "if torch.is_grad_enabled():\n    y = Fn.apply(1)\nelse:\n    y = Fn.forward(None, 1)\n",
+        "def f(self):\n    if torch.is_grad_enabled():\n        return Fn.apply(1)\n    return Fn.forward(None, 1)\n",
+        "def f(self):\n    return Fn.forward(None, 1) if not self.training else Fn.apply(1)\n",
+        "with torch.no_grad():\n    Fn.forward(None, 1)\n",
+        "@torch.inference_mode()\ndef f():\n    return Fn.forward(None, 1)\n",
+        "if torch.onnx.is_in_onnx_export():\n    Fn.forward(None, 1)\n",
+    ],
+)
+def test_guards(body: str) -> None:
+    (use,) = uses(body)
+    assert use.guard is not None and not use.expects_failure
+
+
+def test_no_guard_when_the_condition_is_unrelated() -> None:
+    (use,) = uses("def f(flag):\n    if flag:\n        return Fn.forward(None, 1)\n")
+    assert use.guard is None
+
+
+def test_expects_failure_and_inside() -> None:
+    found = uses(
+        """
+        def test_it():
+            with pytest.raises(RuntimeError):
+                Fn()(1)
+
+        class Sub(Fn):
+            @staticmethod
+            def forward(ctx, x):
+                return Fn.forward(ctx, x)
+        """
+    )
+    assert [(u.kind, u.expects_failure, u.inside) for u in found] == [
+        (UseKind.INSTANCE_CALL, True, None),
+        (UseKind.METHOD_CALL, False, "Sub"),
+    ]
+
+
+def test_nested_class_and_unknown_base() -> None:
+    header = """
+    import torch
+    from elsewhere import Mixin
+
+    class Outer:
+        class Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x
+
+    class Mixed(Mixin, torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+    """
+    found = uses("Outer.Fn()\nMixed()\n", header)
+    assert [(u.function.name, u.class_methods) for u in found] == [
+        ("Fn", frozenset({"forward"})),
+        ("Mixed", None),
+    ]
+
+
+def test_nothing_without_a_use() -> None:
+    assert uses("y = Fn.apply(torch.ones(1))\n") == []
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("tests/test_ops.py", True),
+        ("pkg/ops_test.py", True),
+        ("pkg/testing/_internal/db.py", True),
+        ("conftest.py", True),
+        ("pkg/ops.py", False),
+        ("pkg/attest.py", False),
+    ],
+)
+def test_is_test_path(path: str, expected: bool) -> None:
+    assert is_test_path(path) is expected
