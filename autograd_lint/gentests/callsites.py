@@ -21,6 +21,7 @@ from autograd_lint.gentests.literals import input_of
 from autograd_lint.source import SourceError, SourceFile
 from autograd_lint.spec import FunctionSpec
 
+
 @dataclass(frozen=True)
 class CallSite:
     """A literal ``apply`` call of the class called ``class_name`` (last dotted part)."""
@@ -60,7 +61,8 @@ class _Collector(cst.CSTVisitor):
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             if _dotted(alias.name) == "torch":
-                self.torch_names.add(alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else "torch")
+                bound = alias.asname.name if alias.asname else None
+                self.torch_names.add(bound.value if isinstance(bound, cst.Name) else "torch")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         applied = _applied_class(node.value)

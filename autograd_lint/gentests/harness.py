@@ -222,7 +222,10 @@ def _fast_mode(tensors: Sequence[torch.Tensor]) -> bool:
     return sum(t.numel() for t in tensors) > FAST_MODE_THRESHOLD
 
 
-def _differentiable_call(function: Any, args: tuple[Any, ...]) -> tuple[Callable[..., tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
+DifferentiableCall = Callable[..., tuple[torch.Tensor, ...]]
+
+
+def _differentiable_call(function: Any, args: tuple[Any, ...]) -> tuple[DifferentiableCall, tuple[torch.Tensor, ...]]:
     """``apply`` as a function of the inputs that require grad, returning differentiable outputs."""
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
 
@@ -295,8 +298,10 @@ def check_vmap(function: Any, case: Case) -> None:
         for i, dim in enumerate(in_dims)
     )
     batched = _outputs_of(torch.vmap(function.apply, in_dims=in_dims)(*batched_args))
-    looped = [_outputs_of(function.apply(*(a.detach() if isinstance(a, torch.Tensor) else a
-                                            for a in sample))) for sample in samples]
+    looped = [
+        _outputs_of(function.apply(*(a.detach() if isinstance(a, torch.Tensor) else a for a in sample)))
+        for sample in samples
+    ]
     for index, batched_output in enumerate(batched):
         if isinstance(batched_output, torch.Tensor):
             expected = torch.stack([outputs[index] for outputs in looped])

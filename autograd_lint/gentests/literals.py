@@ -142,7 +142,8 @@ def _constructor(call: cst.Call, torch_names: frozenset[str]) -> TensorInput | N
     shape: tuple[int, ...] | None
     dtype = "float32"
     if name in _SIZE_CONSTRUCTORS:
-        shape = _sizes(positional) if positional else _sizes([cst.Arg(keywords["size"])]) if "size" in keywords else None
+        sizes = positional or ([cst.Arg(keywords["size"])] if "size" in keywords else [])
+        shape = _sizes(sizes) if sizes else None
     elif name == "full" and len(positional) == 2:
         shape = _sizes(positional[:1])
     elif name == "eye" and positional:

@@ -153,7 +153,8 @@ class Recording:
             spec_path = os.path.realpath(spec.path).replace(os.sep, "/")
             entry = next(
                 (e for e in self.functions.values()
-                 if e.get("qualname") == spec.qualname and spec_path.endswith("/" + str(e.get("path", "")).lstrip("/"))),
+                 if e.get("qualname") == spec.qualname
+                 and spec_path.endswith("/" + str(e.get("path", "")).lstrip("/"))),
                 None,
             )
         if entry is None:

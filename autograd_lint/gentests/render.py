@@ -117,7 +117,8 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
         reason = f"no inputs known for {spec.qualname}: {inputs.reason}; {RECORD_HINT}"
         lines.append(f"        pytest.param(None, id=\"no-inputs\", marks=pytest.mark.skip(reason={_quoted(reason)})),")
     for case, case_id in zip(inputs.cases, case_ids(inputs)):
-        lines.append(f"        pytest.param({_case_source(case)}, id={_quoted(case_id)}{_required_device_marks(case)}),")
+        marks = _required_device_marks(case)
+        lines.append(f"        pytest.param({_case_source(case)}, id={_quoted(case_id)}{marks}),")
     lines.append("    ]")
     for check in plan.checks:
         lines += [
