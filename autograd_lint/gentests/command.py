@@ -156,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
             stale.append(out_path)
             print(f"{out_path}: {state.value}")
         elif state in (FileState.EDITED, FileState.FOREIGN) and not args.force:
-            report(f"{out_path}: {state.value} since generation; not overwritten (use --force)")
+            why = "edited since it was generated" if state is FileState.EDITED else "not written by gen-tests"
+            report(f"{out_path}: {why}; not overwritten (use --force)")
         else:
             write_python_atomic(out_path, text)
             print(f"wrote {out_path} ({len(plans)} Function(s))")

@@ -1,0 +1,185 @@
+"""``autograd-lint gen-tests``: deterministic output, stale/edited files, bad input, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autograd_lint.cli import main
+
+SQUARE = '''\
+import torch
+from torch.autograd import Function
+
+
+class Square(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def make():
+    class Local(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    return Local
+
+
+class ForwardOnly(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+'''
+
+OUT = Path("generated")
+GENERATED = OUT / "test_gradcheck_pkg_ops.py"
+
+
+def write_project(root: Path) -> Path:
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "ops.py").write_text(SQUARE)
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return write_project(tmp_path)
+
+
+def gen(*args: str) -> int:
+    return main(["gen-tests", "pkg", "--out", str(OUT), *args])
+
+
+def test_writes_one_module_per_source_module_and_is_idempotent(project: Path, capsys) -> None:
+    assert gen() == 0
+    output = capsys.readouterr().out
+    assert f"wrote {GENERATED} (1 Function(s))" in output
+    assert "Local is defined inside a function" in output
+    assert sorted(p.name for p in OUT.iterdir()) == [GENERATED.name]
+    first = GENERATED.read_bytes()
+    assert b"class TestSquare:" in first and b"ForwardOnly" not in first
+
+    assert gen() == 0
+    assert "wrote" not in capsys.readouterr().out
+    assert GENERATED.read_bytes() == first
+    assert gen("--check") == 0
+
+
+def test_check_reports_stale_and_missing_files_without_writing(project: Path, capsys) -> None:
+    assert gen("--check") == 1
+    assert f"{GENERATED}: missing" in capsys.readouterr().out
+    assert not OUT.exists()
+
+    gen()
+    ops = project / "pkg" / "ops.py"
+    ops.write_text(ops.read_text() + "\n\ndef demo():\n    return Square.apply(torch.randn(2, 5))\n")
+    before = GENERATED.read_text()
+    assert gen("--check") == 1
+    assert f"{GENERATED}: stale" in capsys.readouterr().out
+    assert GENERATED.read_text() == before
+
+    assert gen() == 0
+    assert "static-2x5" in GENERATED.read_text()
+
+
+def test_edited_files_are_kept_unless_forced(project: Path, capsys) -> None:
+    gen()
+    edited = GENERATED.read_text().replace("class TestSquare:", "class TestSquare:  # tuned by hand")
+    GENERATED.write_text(edited)
+    capsys.readouterr()
+
+    assert gen() == 2
+    assert f"{GENERATED}: edited since it was generated; not overwritten (use --force)" in capsys.readouterr().err
+    assert GENERATED.read_text() == edited
+    assert gen("--check") == 1
+
+    assert gen("--force") == 0
+    assert "tuned by hand" not in GENERATED.read_text()
+
+
+def test_a_file_we_did_not_write_is_not_overwritten(project: Path, capsys) -> None:
+    OUT.mkdir()
+    GENERATED.write_text("def test_mine():\n    pass\n")
+    assert gen() == 2
+    assert f"{GENERATED}: not written by gen-tests; not overwritten (use --force)" in capsys.readouterr().err
+    assert GENERATED.read_text() == "def test_mine():\n    pass\n"
+
+
+def test_a_broken_file_gets_one_line_and_the_run_continues(project: Path, capsys) -> None:
+    (project / "pkg" / "broken.py").write_text("import torch\n\ndef oops(:\n    Square.apply(1)\n")
+    assert gen() == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith(str(Path("pkg") / "broken.py"))
+    assert GENERATED.exists()
+
+
+def test_an_unreadable_recording_is_an_error(project: Path, capsys) -> None:
+    Path("inputs.json").write_text("{not json")
+    assert gen("--inputs", "inputs.json") == 2
+    assert "inputs.json: cannot read recorded inputs" in capsys.readouterr().err
+    assert GENERATED.exists()
+
+
+def test_the_generated_import_root_is_relative_to_the_output(project: Path) -> None:
+    gen()
+    assert 'subject = import_subject("pkg.ops", __file__, "..")' in GENERATED.read_text()
+
+
+def test_the_command_imports_neither_torch_nor_the_analysed_code(project: Path) -> None:
+    (project / "pkg" / "ops.py").write_text('raise SystemExit("the analysed code was imported")\n' + SQUARE)
+    script = textwrap.dedent(
+        """
+        import sys
+        from autograd_lint.cli import main
+        code = main(["gen-tests", "pkg", "--out", "generated"])
+        assert "torch" not in sys.modules, "torch was imported"
+        sys.exit(code)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=project, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (project / GENERATED).exists()
+
+
+def test_recorded_cuda_cases_are_skipped_where_cuda_is_missing(pytester: pytest.Pytester) -> None:
+    torch = pytest.importorskip("torch")
+    project = write_project(pytester.path)
+    recording = {"format": 1, "functions": {"pkg.ops.Square": {
+        "module": "pkg.ops", "qualname": "Square", "path": "pkg/ops.py",
+        "cases": [
+            {"calls": 3, "args": [{"tensor": {"shape": [2, 3], "dtype": "float32", "device": "cpu",
+                                              "requires_grad": True}}]},
+            {"calls": 1, "args": [{"tensor": {"shape": [4], "dtype": "float16", "device": "cuda:0",
+                                              "requires_grad": True}}]},
+        ]}}}
+    Path("inputs.json").write_text(json.dumps(recording))
+    assert gen("--inputs", "inputs.json") == 0
+    text = GENERATED.read_text()
+    assert 'pytest.param(Case((tensor((2, 3)),)), id="recorded-2x3")' in text
+    assert 'id="recorded-4@cuda:0", marks=requires_device("cuda:0")' in text
+
+    result = pytester.runpytest_subprocess(str(project / OUT), "-rs", "-p", "no:cacheprovider")
+    if torch.cuda.is_available():
+        result.assert_outcomes(passed=4)
+    else:
+        result.assert_outcomes(passed=2, skipped=2)
+        result.stdout.fnmatch_lines(["SKIPPED *case recorded on cuda:0; cuda is not available here"])
