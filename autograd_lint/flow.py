@@ -37,6 +37,11 @@ class _Count(cst.CSTVisitor):
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
         self.total += self.counter(node)
+        if isinstance(node, cst.IfExp):
+            # `a if c else b` runs one arm only, as an if/else statement does.
+            arms = max(count_in(node.body, self.counter), count_in(node.orelse, self.counter))
+            self.total += count_in(node.test, self.counter) + arms
+            return False
         return True
 
 
