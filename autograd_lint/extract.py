@@ -495,6 +495,11 @@ class MethodBuilder:
                     if isinstance(arg.value, cst.Name) and kinds.get(arg.value.value) is Kind.UNKNOWN:
                         kinds[arg.value.value] = Kind.TENSOR
         self.param_kinds = dict(kinds)
+        # forward's first parameter is an input, not ctx, in split style (which is
+        # decided by the class, not here).
+        if self.node.name.value == "forward" and self.ctx is not None:
+            first = next(p for p in self.params if p.name == self.ctx)
+            self.param_kinds[first.name] = self._param_kind(first)
         # Locals: two passes so that a name can use one assigned before it.
         for _ in range(2):
             classifier = Classifier(self.imports, kinds)

@@ -171,8 +171,9 @@ class MethodSpec:
     ctx_calls: tuple[CtxCall, ...] = ()
     ctx_writes: tuple[CtxWrite, ...] = ()
     ctx_reads: tuple[CtxRead, ...] = ()
-    # The kind of each positional parameter other than ctx, as the caller passes it
-    # (before any rebinding in the body).
+    # The kind of each positional parameter other than ctx (forward's first one is
+    # included, as it is an input in split style), as the caller passes it: before
+    # any rebinding in the body.
     param_kinds: dict[str, Kind] = field(default_factory=dict)
     # The libcst node; only in the process that parsed the file, never pickled.
     node: "cst.FunctionDef | None" = field(default=None, compare=False, repr=False)
