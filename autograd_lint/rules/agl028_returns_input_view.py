@@ -1,0 +1,398 @@
+"""AGL028: forward returns an input unchanged, or a view of an input."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_lint.exprs import TENSOR_ONLY_METHODS, annotation_kind
+from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.spec import Kind, MethodSpec, Param
+
+# Methods that return a view of their receiver.  `detach` is left out: its result
+# is not treated as a view of the input (an in-place change of it raised nothing
+# in torch 2.13).  `reshape`/`flatten` give a view whenever the input's strides allow.
+VIEW_METHODS = frozenset(
+    """
+    view view_as reshape t transpose permute expand expand_as narrow squeeze unsqueeze select
+    flatten unflatten as_strided split chunk unbind movedim swapaxes diagonal unfold
+    """.split()
+)
+# View methods that numpy arrays, lists or strings do not have, so the receiver is a tensor.
+_TENSOR_ONLY_VIEWS = TENSOR_ONLY_METHODS | frozenset(
+    "t permute unflatten as_strided unbind chunk movedim unfold".split()
+)
+VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
+
+
+def bound_names(function: cst.FunctionDef) -> set[str]:
+    """Names that ``function``'s body binds (assignments, loops, ``with``, imports,
+    ``del``, nested ``def``/``class``), not counting nested scopes' own bindings."""
+    found: set[str] = set()
+
+    def add_target(target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            found.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                add_target(element.value)
+        elif isinstance(target, cst.StarredElement):
+            add_target(target.value)
+
+    class _Bindings(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            if node is function:
+                return True
+            found.add(node.name.value)
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            found.add(node.name.value)
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Param(self, node: cst.Param) -> bool:
+            return False  # the method's own parameters are not rebindings
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            add_target(node.target)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            add_target(node.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            add_target(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            add_target(node.target)
+
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            add_target(node.target)
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            add_target(node.name)  # with ... as x, except ... as x, import ... as x
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            add_target(node.target)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            add_target(node.target)
+
+        def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+            if node.asname is None and isinstance(node.name, cst.Name):
+                found.add(node.name.value)
+
+        def visit_Global(self, node: cst.Global) -> None:
+            found.update(n.name.value for n in node.names)
+
+        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+            found.update(n.name.value for n in node.names)
+
+    function.visit(_Bindings())
+    return found
+
+
+def _is_basic_index(node: cst.Subscript) -> bool:
+    """``x[...]`` with slices, integer literals, ``None`` and ``...`` only: a view, not a copy."""
+    for element in node.slice:
+        piece = element.slice
+        if isinstance(piece, cst.Slice):
+            continue
+        value = piece.value
+        if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+            value = value.expression
+        if isinstance(value, cst.Integer) or isinstance(value, cst.Ellipsis):
+            continue
+        if isinstance(value, cst.Name) and value.value == "None":
+            continue
+        return False
+    return True
+
+
+def _view_of(node: cst.BaseExpression) -> tuple[str, str, bool] | None:
+    """(input name, how, receiver certainly a tensor) when ``node`` is a view chain on a name."""
+    how: str | None = None
+    certain = False
+    while True:
+        if isinstance(node, cst.Name):
+            return node.value, how or "unchanged", certain
+        if isinstance(node, cst.Subscript) and _is_basic_index(node):
+            how = how or "slice"
+            node = node.value
+        elif isinstance(node, cst.Attribute) and node.attr.value in VIEW_ATTRIBUTES:
+            how = how or f".{node.attr.value}"
+            node = node.value
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in VIEW_METHODS
+        ):
+            method = node.func.attr.value
+            how = how or f".{method}()"
+            certain = certain or method in _TENSOR_ONLY_VIEWS
+            node = node.func.value
+        else:
+            return None
+
+
+def _return_nodes(function: cst.FunctionDef) -> list[cst.Return]:
+    """The ``return`` statements of ``function``, nested scopes excluded, in text order."""
+    found: list[cst.Return] = []
+
+    class _Returns(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Return(self, node: cst.Return) -> None:
+            found.append(node)
+
+    function.visit(_Returns())
+    return found
+
+
+class ReturnsInputView(Rule):
+    """Checks that forward does not return one of its inputs unchanged, or a view of
+    one (a basic slice, ``.view``, ``.reshape``, ``.t``, ``.T``, ``.transpose``,
+    ``.expand``, ``.narrow``, ``.squeeze``, ``.split`` ...).  Autograd treats such an
+    output as a view created inside the Function, so changing it in place later
+    raises.  Inputs passed to ``ctx.mark_dirty`` are skipped (returning them is
+    required), and so are names that forward rebinds and inputs that may not be
+    tensors (a non-tensor annotation or default, or a slice of an input that is
+    not known to be a tensor)."""
+
+    code = "AGL028"
+    title = "forward returns an input unchanged, or a view of an input"
+    severity = Severity.WARNING
+    why = (
+        "Works until someone modifies the output in place, then: `RuntimeError: Output 0 of F is "
+        "a view and is being modified inplace. This view was created inside a custom Function (or "
+        "because an input was returned as-is) and the autograd logic to handle view+inplace would "
+        "override the custom backward associated with the custom Function, leading to incorrect "
+        "gradients. This behavior is forbidden. You can fix this by cloning the output of the "
+        "custom Function.`"
+    )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        forward = function.method("forward")
+        inputs = function.forward_inputs
+        if forward is None or inputs is None or not ctx.own(forward):
+            return
+        unit = ctx.unit(forward)
+        if unit is None or forward.node is None:
+            return
+        rebound = bound_names(forward.node)
+        dirty = self._dirty_names(ctx)
+        if dirty is None:
+            return
+        candidates = {p.name: p for p in inputs if p.name not in rebound and p.name not in dirty}
+        for ret, node in zip(forward.returns, _return_nodes(forward.node)):
+            if node.value is None:
+                continue
+            values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
+            for index, value in enumerate(values):
+                found = _view_of(value)
+                if found is None or found[0] not in candidates:
+                    continue
+                name, how, certain = found
+                if not self._is_tensor(candidates[name], forward, certain):
+                    continue
+                what = (
+                    f"input `{name}` unchanged"
+                    if how == "unchanged"
+                    else f"`{unit.code(value)}`, a view of input `{name}`"
+                )
+                where = f" as output {index}" if len(values) > 1 else ""
+                yield Report(
+                    ret.position,
+                    f"{function.name}.forward returns {what}{where}; modifying that output "
+                    "in place will raise (return a clone)",
+                )
+
+    @staticmethod
+    def _is_tensor(param: Param, forward: MethodSpec, certain_receiver: bool) -> bool:
+        """The input is a tensor: never when declared otherwise, else on some evidence."""
+        if annotation_kind(param.annotation) is Kind.NON_TENSOR:
+            return False
+        if param.default is not None and param.default.kind is not Kind.NONE:
+            return False
+        kind = forward.param_kinds.get(param.name, Kind.UNKNOWN)
+        return kind is Kind.TENSOR or (certain_receiver and kind is not Kind.NON_TENSOR)
+
+    @staticmethod
+    def _dirty_names(ctx: FunctionContext) -> set[str] | None:
+        """Names passed to mark_dirty in forward; None when one is passed in another way."""
+        forward = ctx.function.method("forward")
+        setup = ctx.function.method("setup_context")
+        names: set[str] = set()
+        for method in (forward, setup):
+            for call in method.calls("mark_dirty") if method is not None else ():
+                if call.has_starred:
+                    return None
+                names.update(a.name for a in call.args if a.name is not None)
+                if method is setup and call.args:
+                    return None  # marks inputs through `inputs`, which we don't map back
+        return names
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Double(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+            """
+        ),
+        # Trap 12: an input modified in place and marked dirty must be returned.
+        Valid(
+            """
+            import torch
+
+            class AddOne(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    x.add_(1)
+                    ctx.mark_dirty(x)
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """
+        ),
+        # Trap 12: a rebound name is a fresh tensor, not the input.
+        Valid(
+            """
+            import torch
+
+            class Flat(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.shape = x.shape
+                    x = x.clone()
+                    return x.view(-1)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad.view(ctx.shape)
+            """
+        ),
+        # Indexing with a tensor or a name copies; a non-tensor input returned as-is is not a view.
+        Valid(
+            """
+            import torch
+
+            class Pick(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, index, scale: float):
+                    ctx.save_for_backward(index)
+                    return x[index], scale
+
+                @staticmethod
+                def backward(ctx, grad, _):
+                    return None, None, None
+            """
+        ),
+        # Trap 5: forward defined in a base class is reported there, once.
+        Valid(
+            """
+            from mylib import IdentityBase
+
+            class Identity(IdentityBase):
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class GradReverse(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, alpha):
+                    ctx.alpha = alpha
+                    return x.view_as(x)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return -ctx.alpha * grad, None
+            """,
+            line=7,
+            message="GradReverse.forward returns `x.view_as(x)`, a view of input `x`",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Straight(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return grad * (x > 0)
+            """,
+            line=7,
+            message="Straight.forward returns input `x` unchanged",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Head(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x[:2], x.sum()
+
+                @staticmethod
+                def backward(ctx, grad_head, grad_sum):
+                    (x,) = ctx.saved_tensors
+                    return torch.zeros_like(x)
+            """,
+            line=7,
+            message="a view of input `x` as output 0",
+        ),
+        # Split style: forward's parameters are all inputs.
+        Invalid(
+            """
+            import torch
+
+            class Transpose(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    return x.t()
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    pass
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad.t()
+            """,
+            line=6,
+            message="Transpose.forward returns `x.t()`",
+        ),
+    ]

@@ -1,0 +1,327 @@
+"""AGL030: backward never consults ``ctx.needs_input_grad`` (performance; off by default)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_lint.exprs import dotted_name
+from autograd_lint.imports import ImportMap
+from autograd_lint.rules.agl025_jvp_contract import _escapes
+from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+
+# Operations whose cost makes computing an unneeded gradient worth avoiding.
+EXPENSIVE = frozenset({"mm", "matmul", "bmm", "einsum"})
+# torch.conv2d, F.conv_transpose2d, torch.nn.grad.conv2d_weight, torch.convolution, ...
+_CONVOLUTIONS = ("conv1d", "conv2d", "conv3d", "conv_transpose", "convolution", "conv_tbc")
+
+
+def _is_expensive_name(name: str) -> bool:
+    return name in EXPENSIVE or name.startswith(_CONVOLUTIONS)
+
+
+class _Expensive(cst.CSTVisitor):
+    """Finds an expensive operation in an expression and the local names it uses."""
+
+    def __init__(self, imports: ImportMap) -> None:
+        self.imports = imports
+        self.operation: str | None = None
+        self.names: set[str] = set()
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.MatrixMultiply):
+            self.operation = self.operation or "@"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = dotted_name(func)
+        qualified = self.imports.resolve(name) if name else None
+        if qualified is not None:
+            if qualified.startswith("torch.") and _is_expensive_name(qualified.rsplit(".", 1)[-1]):
+                self.operation = self.operation or qualified
+        elif isinstance(func, cst.Attribute) and func.attr.value in EXPENSIVE:
+            self.operation = self.operation or f".{func.attr.value}()"
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # `x.attr`: the name is `x`, not `attr`
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def _assignments(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
+    """Values assigned to each plain name in ``function`` (nested scopes excluded)."""
+    found: dict[str, list[cst.BaseExpression]] = {}
+
+    class _Assign(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    found.setdefault(target.target.value, []).append(node.value)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name):
+                found.setdefault(node.target.value, []).append(node.value)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if isinstance(node.target, cst.Name) and node.value is not None:
+                found.setdefault(node.target.value, []).append(node.value)
+
+    function.visit(_Assign())
+    return found
+
+
+class NeedsInputGradUnused(Rule):
+    """Reports a ``backward`` (or ``vjp``) that returns two or more gradients built
+    with expensive operations (``mm``, ``matmul``, ``bmm``, ``@``, ``einsum``,
+    ``conv*``), directly or through local names, and never reads
+    ``ctx.needs_input_grad``: every gradient is computed even when its input does
+    not require one.  Only ``return`` tuple literals are looked at, and backward
+    is skipped when it hands ctx to other code, which may read the flags.  Off by
+    default: it is a performance hint."""
+
+    code = "AGL030"
+    title = "`needs_input_grad` never consulted (performance)"
+    severity = Severity.WARNING
+    enabled_by_default = False
+    why = (
+        "No error: gradients for inputs that do not require grad are computed and then thrown "
+        "away (the docs: \"Returning gradients for inputs that don't require it is not an "
+        "error\"), which costs the time and memory of each expensive product."
+    )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        for name in ("backward", "vjp"):
+            method = function.methods.get(name)
+            if method is None or method.node is None or ctx.unit(method) is None:
+                continue
+            if method.reads("needs_input_grad") or method.reads("needs_input_grad[]"):
+                continue
+            ctx_name = method.ctx_name
+            if ctx_name is None or _escapes(method.node, ctx_name):
+                continue
+            unit = ctx.unit(method)
+            assert unit is not None
+            assignments = _assignments(method.node)
+            for elements in _returned_tuples(method.node, assignments):
+                expensive: dict[str, str] = {}  # element source -> operation
+                for element in elements:
+                    operation = _operation(element, assignments, ctx.analysis.imports, set())
+                    if operation is not None:
+                        expensive.setdefault(unit.code(element), operation)
+                if len(expensive) >= 2:
+                    listed = ", ".join(f"`{text}`" for text in expensive)
+                    operations = ", ".join(sorted(set(expensive.values())))
+                    yield Report(
+                        method.position,
+                        f"{function.name}.{name} computes {len(expensive)} gradients with "
+                        f"{operations} ({listed}) but never reads ctx.needs_input_grad, so "
+                        "each is computed even when its input does not require grad",
+                    )
+                    break
+
+    VALID = [
+        # Trap 15: one guard shared by two gradients still consults the flags.
+        Valid(
+            """
+            import torch
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x @ w.t()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, w = ctx.saved_tensors
+                    grad_x = grad_w = None
+                    if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+                        grad_x = grad @ w
+                        grad_w = grad.t() @ x
+                    return grad_x, grad_w
+            """
+        ),
+        # Only one expensive gradient; the other is cheap.
+        Valid(
+            """
+            import torch
+
+            class Bias(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w, b):
+                    ctx.save_for_backward(w)
+                    return x.mm(w) + b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (w,) = ctx.saved_tensors
+                    return grad.mm(w.t()), None, grad.sum(0)
+            """
+        ),
+        # Trap 14: a helper receives ctx and may read needs_input_grad there.
+        Valid(
+            """
+            import torch
+
+            def _grads(ctx, grad, x, w):
+                return grad @ w, grad.t() @ x
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x @ w.t()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, w = ctx.saved_tensors
+                    gx, gw = _grads(ctx, grad, x, w)
+                    return gx, gw
+            """
+        ),
+        # Trap 2: a returned variable is not a tuple literal.
+        Valid(
+            """
+            import torch
+
+            class Bmm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return torch.bmm(a, b)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    grads = [torch.bmm(grad, b.transpose(1, 2)), torch.bmm(a.transpose(1, 2), grad)]
+                    return tuple(grads)
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x.mm(w.t())
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, w = ctx.saved_tensors
+                    return grad.mm(w), grad.t().mm(x)
+            """,
+            line=10,
+            message="Linear.backward computes 2 gradients with .mm() (`grad.mm(w)`, `grad.t().mm(x)`)",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Bilinear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return torch.einsum("ij,jk->ik", a, b)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    grad_a = torch.einsum("ik,jk->ij", grad, b)
+                    grad_b = torch.einsum("ij,ik->jk", a, grad)
+                    return grad_a, grad_b
+            """,
+            line=10,
+            message="computes 2 gradients with torch.einsum",
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            class Conv(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.save_for_backward(x, weight)
+                    return F.conv2d(x, weight)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, weight = ctx.saved_tensors
+                    grad_x = torch.nn.grad.conv2d_input(x.shape, weight, grad)
+                    grad_w = torch.nn.grad.conv2d_weight(x, weight.shape, grad)
+                    return grad_x, grad_w
+            """,
+            line=11,
+            message="never reads ctx.needs_input_grad",
+        ),
+    ]
+
+
+def _returned_tuples(
+    function: cst.FunctionDef, assignments: dict[str, list[cst.BaseExpression]]
+) -> list[list[cst.BaseExpression]]:
+    """The elements of each tuple literal ``function`` returns (directly, or through a
+    name assigned once to one), nested scopes excluded."""
+    found: list[list[cst.BaseExpression]] = []
+
+    class _Returns(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Return(self, node: cst.Return) -> None:
+            value = node.value
+            if isinstance(value, cst.Name) and len(assignments.get(value.value, ())) == 1:
+                value = assignments[value.value][0]
+            if isinstance(value, cst.Tuple) and not any(
+                isinstance(e, cst.StarredElement) for e in value.elements
+            ):
+                found.append([e.value for e in value.elements])
+
+    function.visit(_Returns())
+    return found
+
+
+def _operation(
+    node: cst.BaseExpression,
+    assignments: dict[str, list[cst.BaseExpression]],
+    imports: ImportMap,
+    seen: set[str],
+) -> str | None:
+    """The expensive operation ``node`` performs, itself or through the locals it reads."""
+    visitor = _Expensive(imports)
+    node.visit(visitor)
+    if visitor.operation is not None:
+        return visitor.operation
+    for name in sorted(visitor.names - seen):
+        seen.add(name)
+        for value in assignments.get(name, ()):
+            operation = _operation(value, assignments, imports, seen)
+            if operation is not None:
+                return operation
+    return None
