@@ -1,0 +1,64 @@
+"""Shared helpers: copy the sample project, run real coverage.py on it, read what it measured."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SAMPLES = Path(__file__).parent / "samples"
+# The sample project is run in subprocesses, never collected here.
+collect_ignore = ["samples"]
+
+
+@dataclass
+class Run:
+    """One finished subprocess run over a copy of the sample project."""
+
+    root: Path
+    output: str
+    returncode: int
+
+    def data(self, name: str = ".coverage") -> "coverage.CoverageData":  # noqa: F821
+        import coverage
+
+        data = coverage.CoverageData(basename=str(self.root / name))
+        data.read()
+        return data
+
+    def lines(self, filename: str) -> set[int]:
+        return set(self.data().lines(str(self.root / filename)) or ())
+
+    def arcs(self, filename: str) -> set[tuple[int, int]]:
+        return set(self.data().arcs(str(self.root / filename)) or ())
+
+
+def marked(filename: str, tag: str) -> set[int]:
+    """The lines of a sample file that end in ``# mark: <tag>``."""
+    text = (SAMPLES / filename).read_text().splitlines()
+    return {n for n, line in enumerate(text, 1) if re.search(rf"# mark: {re.escape(tag)}$", line)}
+
+
+def run_in_copy(tmp_path_factory: pytest.TempPathFactory, argv: list[str], **env: str) -> Run:
+    """Copy the sample project to a fresh directory and run ``python -m <argv>`` there."""
+    root = tmp_path_factory.mktemp("project")
+    shutil.copytree(SAMPLES, root, dirs_exist_ok=True)
+    environ = {**os.environ, **env}
+    # Outer coverage (when this suite itself is measured) must not leak in.
+    for name in ("COVERAGE_PROCESS_START", "COV_CORE_SOURCE", "COV_CORE_CONFIG", "COV_CORE_DATAFILE"):
+        environ.pop(name, None)
+    result = subprocess.run(
+        [sys.executable, "-m", *argv],
+        cwd=root,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return Run(root, result.stdout + result.stderr, result.returncode)
