@@ -1,0 +1,342 @@
+"""AGL005: ``ctx.saved_tensors`` read more than once per backward/jvp call."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_lint import flow
+from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.spec import Kind, MethodSpec
+
+SAVED_ATTRIBUTES = frozenset({"saved_tensors", "saved_variables"})
+ATTRIBUTE = "clear_saved_tensors_on_access"
+
+
+class _Reads(cst.CSTVisitor):
+    """Loads of ``<ctx>.saved_tensors`` in text order, and those a comprehension repeats."""
+
+    def __init__(self, ctx_name: str) -> None:
+        self.ctx_name = ctx_name
+        self.reads: list[cst.Attribute] = []
+        self.repeated: set[int] = set()
+        self.comprehension_depth = 0
+        self.stores: set[int] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested def runs elsewhere (trap 14: helpers are not followed)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.stores.add(id(node.target))
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self.stores.add(id(node.target))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if (
+            id(node) not in self.stores
+            and isinstance(node.value, cst.Name)
+            and node.value.value == self.ctx_name
+            and node.attr.value in SAVED_ATTRIBUTES
+        ):
+            self.reads.append(node)
+            if self.comprehension_depth:
+                self.repeated.add(id(node))
+
+    # A comprehension runs its element, conditions and inner iterables once per
+    # item; only the outermost iterable is evaluated once.
+    def _comprehension(self, node: cst.BaseComp) -> bool:
+        outer = node.for_in
+        outer.iter.visit(self)
+        self.comprehension_depth += 1
+        outer.target.visit(self)
+        for condition in outer.ifs:
+            condition.visit(self)
+        if outer.inner_for_in is not None:
+            outer.inner_for_in.visit(self)
+        if isinstance(node, cst.DictComp):
+            node.key.visit(self)
+            node.value.visit(self)
+        else:
+            node.elt.visit(self)  # type: ignore[attr-defined]
+        self.comprehension_depth -= 1
+        return False
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension  # type: ignore[assignment]
+
+
+def saved_tensor_reads(method: MethodSpec) -> tuple[list[cst.Attribute], set[int]]:
+    """The loads of ``saved_tensors``/``saved_variables`` in ``method``, and the ids of
+    those inside a comprehension (which run once per item)."""
+    assert method.node is not None and method.ctx_name is not None
+    visitor = _Reads(method.ctx_name)
+    for statement in flow.method_body(method.node):
+        statement.visit(visitor)
+    return visitor.reads, visitor.repeated
+
+
+class SavedTensorsReadTwice(Rule):
+    """Checks that backward, vjp and jvp read ``ctx.saved_tensors`` (or the deprecated
+    ``saved_variables``) at most once on any path through the method: two reads on
+    one path, or one inside a loop or comprehension body, are reported (reads in
+    exclusive ``if``/``else`` arms are fine; reads in helpers that receive ctx are
+    not followed).  The finding is certain when the class sets
+    ``clear_saved_tensors_on_access = True``.  Also reports that attribute when its
+    value is a literal other than ``True``/``False``."""
+
+    code = "AGL005"
+    title = "`ctx.saved_tensors` read more than once per backward/jvp call"
+    severity = Severity.ERROR
+    why = (
+        "Under `torch.utils.checkpoint(..., use_reentrant=False)` the second read raises "
+        "`torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Unpack is being "
+        "triggered for a tensor that was already unpacked once. If you are calling "
+        "ctx.saved_tensors in backward, make sure to do so only once. ...`. With "
+        "`clear_saved_tensors_on_access = True` it always raises `RuntimeError: saved_tensors "
+        "can only be accessed once when clear_saved_tensors_on_access=True is set on the "
+        "autograd.Function. ...`. A non-bool value of that attribute raises `RuntimeError: "
+        "clear_saved_tensors_on_access must be a bool, got int`."
+    )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        value = function.class_attributes.get(ATTRIBUTE)
+        if (
+            value is not None
+            and value.position is not None
+            and value.kind in (Kind.NON_TENSOR, Kind.NONE)
+            and value.text not in ("True", "False")
+        ):
+            yield Report(
+                value.position,
+                f"{function.name}.{ATTRIBUTE} is {value.text}, but PyTorch requires a bool",
+            )
+        clears = function.attribute_is_true(ATTRIBUTE)
+        for name in ("backward", "vjp", "jvp"):
+            method = function.methods.get(name)
+            if method is None or method.node is None or method.ctx_name is None or method.is_classmethod:
+                continue
+            if ctx.unit(method) is None:
+                continue
+            reads, repeated = saved_tensor_reads(method)
+            body = flow.method_body(method.node)
+            weight = lambda node: 2 if id(node) in repeated else 1  # noqa: E731
+            second = flow.first_repeated(body, reads, weight)
+            if second is None:
+                continue
+            attribute = second.attr.value  # type: ignore[attr-defined]
+            read_ids = {id(read) for read in reads}
+            total = flow.most_on_one_path(body, lambda node: weight(node) if id(node) in read_ids else 0)
+            where = (
+                "inside a loop"
+                if flow.most_on_one_path(body, lambda node: weight(node) if node is second else 0) > 1
+                else f"{total} times on one path"
+            )
+            consequence = (
+                "this always fails because the class sets clear_saved_tensors_on_access = True"
+                if clears
+                else "this fails under non-reentrant activation checkpointing"
+            )
+            yield Report(
+                ctx.position(method, second),
+                f"{function.name}.{name} reads ctx.{attribute} {where}; {consequence}: read it "
+                "once into a local and reuse that",
+            )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    return grad * b, grad * a
+            """
+        ),
+        # Trap 14: read once into a local, then unpacked and reused, also in a loop.
+        Valid(
+            """
+            import torch
+
+            class Sum(torch.autograd.Function):
+                clear_saved_tensors_on_access = True
+
+                @staticmethod
+                def forward(ctx, *xs):
+                    ctx.save_for_backward(*xs)
+                    return sum(xs)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    saved = ctx.saved_tensors
+                    first, *rest = saved
+                    grads = []
+                    for t in saved:
+                        grads.append(grad.expand_as(t))
+                    return tuple(grads)
+            """
+        ),
+        # Trap 14: reads in exclusive if/else arms, and after an early return.
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(x, w)
+                    ctx.fast = True
+                    return x * w
+
+                @staticmethod
+                def backward(ctx, grad):
+                    if ctx.fast:
+                        x, w = ctx.saved_tensors
+                        return grad * w, None
+                    elif grad is None:
+                        return None, None
+                    else:
+                        x, w = ctx.saved_tensors
+                    return grad * w, grad * x
+            """
+        ),
+        # Trap 14: a helper that receives ctx is not followed; the outermost
+        # iterable of a comprehension is evaluated once.
+        Valid(
+            """
+            import torch
+
+            def _grads(ctx, grad):
+                (w,) = ctx.saved_tensors
+                return grad * w
+
+            class Apply(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(w)
+                    return x * w
+
+                @staticmethod
+                def backward(ctx, grad):
+                    gx = _grads(ctx, grad)
+                    shapes = [t.shape for t in ctx.saved_tensors]
+                    return gx, None
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a = ctx.saved_tensors[0]
+                    b = ctx.saved_tensors[1]
+                    return grad * b, grad * a
+            """,
+            line=12,
+            message="Mul.backward reads ctx.saved_tensors 2 times on one path",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Stack(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a + b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    grads = []
+                    for i in range(2):
+                        grads.append(grad * ctx.saved_tensors[i])
+                    return tuple(grads)
+            """,
+            line=13,
+            message="reads ctx.saved_tensors inside a loop",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Once(torch.autograd.Function):
+                clear_saved_tensors_on_access = True
+
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x.exp()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    if grad is None:
+                        return None
+                    n = len(ctx.saved_tensors)
+                    (y,) = ctx.saved_tensors
+                    return grad * y
+            """,
+            line=16,
+            message="always fails because the class sets clear_saved_tensors_on_access = True",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Tangent(torch.autograd.Function):
+                clear_saved_tensors_on_access = 1
+
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    ctx.save_for_forward(y)
+                    return y
+
+                @staticmethod
+                def jvp(ctx, tangent):
+                    return tangent * ctx.saved_tensors[0]
+            """,
+            line=4,
+            message="Tangent.clear_saved_tensors_on_access is 1, but PyTorch requires a bool",
+        ),
+        # A comprehension body runs once per item.
+        Invalid(
+            """
+            import torch
+
+            class Many(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, y):
+                    ctx.save_for_backward(x, y)
+                    return x * y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return tuple(grad * ctx.saved_tensors[i] for i in range(2))
+            """,
+            line=11,
+            message="inside a loop",
+        ),
+    ]
