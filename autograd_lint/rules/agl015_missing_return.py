@@ -1,0 +1,244 @@
+"""AGL015: backward can end without ``return``."""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from autograd_lint import flow
+from autograd_lint.exprs import dotted_name
+from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+
+
+def _is_stub(body: Sequence[cst.BaseStatement]) -> bool:
+    """A body that only holds a docstring, ``...`` or ``raise NotImplementedError``."""
+    for statement in body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, cst.Expr) and isinstance(
+                small.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString)
+            ):
+                continue
+            if isinstance(small, cst.Raise) and small.exc is not None:
+                exc = small.exc.func if isinstance(small.exc, cst.Call) else small.exc
+                if dotted_name(exc) in ("NotImplementedError", "builtins.NotImplementedError"):
+                    continue
+            return False
+    return True
+
+
+class MissingReturn(Rule):
+    """Checks that backward, vjp and jvp always end in a ``return`` with a value (or a
+    ``raise``): a path that falls off the end of the body, or a bare ``return``,
+    returns ``None``.  ``return None`` is accepted, since it deliberately means "no
+    gradient".  Stub bodies (a docstring, ``...`` or ``raise NotImplementedError``)
+    and classes without an effective forward are skipped."""
+
+    code = "AGL015"
+    title = "backward can end without `return`"
+    severity = Severity.ERROR
+    why = (
+        "With one forward input the gradient is silently lost: `a.grad` stays `None` with no "
+        "error or warning. With more inputs: `RuntimeError: function FBackward returned an "
+        "incorrect number of gradients (expected 2, got 1)`."
+    )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        if function.method("forward") is None:
+            return
+        for name in ("backward", "vjp", "jvp"):
+            method = function.methods.get(name)
+            if method is None or method.node is None or ctx.unit(method) is None:
+                continue
+            body = flow.method_body(method.node)
+            if _is_stub(body):
+                continue
+            for ret in method.returns:
+                if ret.value is None:
+                    yield Report(
+                        ret.position,
+                        f"{function.name}.{name} has a bare `return`, which returns no gradient; "
+                        "return the gradients (or `return None` when that is meant)",
+                    )
+            if flow.can_fall_through(body):
+                yield Report(
+                    method.position,
+                    f"{function.name}.{name} can reach the end of its body without `return`, "
+                    "which returns no gradient",
+                )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    ctx.save_for_backward(y)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    if ctx.needs_input_grad[0]:
+                        return grad * y
+                    else:
+                        return None
+            """
+        ),
+        # Trap 4: every branch returns or raises; `return None` is deliberate.
+        Valid(
+            """
+            import torch
+
+            class Clamp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, mode):
+                    ctx.mode = mode
+                    return x.clamp(0, 1)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    if ctx.mode == "pass":
+                        return grad, None
+                    elif ctx.mode == "none":
+                        return None
+                    try:
+                        return grad * 2, None
+                    except RuntimeError:
+                        raise ValueError("bad mode")
+            """
+        ),
+        # Stubs, and a class without an effective forward (trap 5: an abstract base).
+        Valid(
+            """
+            import torch
+
+            class Stub(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x.clone()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    \"\"\"Not differentiable.\"\"\"
+                    raise NotImplementedError
+
+                @staticmethod
+                def jvp(ctx, tangent):
+                    ...
+
+            class Abstract(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad):
+                    print(grad)
+            """
+        ),
+        # A nested helper's bare return is not backward's; `while True` only ends by return.
+        Valid(
+            """
+            import torch
+
+            class Loop(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    def check(g):
+                        if g is None:
+                            return
+                        assert g.isfinite().all()
+
+                    while True:
+                        check(grad)
+                        return grad * 2
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Square(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x * x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    grad_x = 2 * x * grad
+            """,
+            line=10,
+            message="Square.backward can reach the end of its body without `return`",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    if ctx.needs_input_grad[0]:
+                        return grad * b, grad * a
+            """,
+            line=10,
+        ),
+        Invalid(
+            """
+            from torch.autograd import Function
+
+            class Relu(Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x.clamp(min=0)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    if grad is None:
+                        return
+                    (x,) = ctx.saved_tensors
+                    return grad * (x > 0)
+            """,
+            line=12,
+            message="Relu.backward has a bare `return`",
+        ),
+        # jvp is checked too; forward may live in a base class.
+        Invalid(
+            """
+            import torch
+
+            class Base(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    return x * 3
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    pass
+
+            class Triple(Base):
+                @staticmethod
+                def jvp(ctx, tangent):
+                    out = tangent * 3
+            """,
+            line=14,
+            message="Triple.jvp can reach the end",
+        ),
+    ]
