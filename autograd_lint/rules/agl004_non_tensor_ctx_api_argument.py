@@ -1,0 +1,326 @@
+"""AGL004: a non-tensor passed to a ctx API that only accepts tensors."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.spec import Expr, FunctionSpec, Kind, MethodSpec
+
+# The ctx APIs that accept tensors only, and whether each also accepts None (a no-op).
+_ACCEPTS_NONE = {
+    "save_for_backward": True,
+    "save_for_forward": True,
+    "mark_dirty": False,
+    "mark_non_differentiable": False,
+}
+
+
+def _target_names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
+
+
+def _bound_names(method: MethodSpec) -> set[str]:
+    """Names that ``method``'s body binds (nested scopes excluded)."""
+    assert method.node is not None
+    names: set[str] = set()
+
+    class _Visitor(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is method.node
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                names.update(_target_names(target.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            names.update(_target_names(node.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            names.update(_target_names(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            names.update(_target_names(node.target))
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            if isinstance(node.name, cst.BaseExpression):
+                names.update(_target_names(node.name))
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            names.update(_target_names(node.target))
+
+    method.node.visit(_Visitor())
+    return names
+
+
+def _tuple_parameters(function: FunctionSpec, method: MethodSpec) -> dict[str, str]:
+    """setup_context's ``inputs`` (always a tuple) and ``output`` (a tuple when every
+    forward ``return`` is a tuple literal) parameters, by name, unless rebound."""
+    if method.name != "setup_context" or method.node is None:
+        return {}
+    positional = method.positional
+    found: dict[str, str] = {}
+    if len(positional) > 1:
+        found[positional[1].name] = "the `inputs` tuple"
+    forward = function.method("forward")
+    if (
+        len(positional) > 2
+        and forward is not None
+        and forward.returns
+        and all(r.shape in ("tuple", "tuple-starred") for r in forward.returns)
+    ):
+        found[positional[2].name] = "the `output` tuple (forward returns a tuple)"
+    rebound = _bound_names(method)
+    return {name: what for name, what in found.items() if name not in rebound}
+
+
+class NonTensorCtxApiArgument(Rule):
+    """Reports an argument of ``ctx.save_for_backward``, ``ctx.save_for_forward``,
+    ``ctx.mark_dirty`` or ``ctx.mark_non_differentiable`` (in forward, combined
+    style, or setup_context) that is certainly not a tensor: a literal, a
+    container, a shape or size, a parameter annotated or defaulted as a
+    non-tensor.  ``None`` is accepted by the two save APIs.  In split style,
+    passing setup_context's ``inputs`` parameter itself, or ``output`` when
+    forward returns a tuple, is reported too."""
+
+    code = "AGL004"
+    title = "non-tensor passed to save_for_backward / save_for_forward / mark_dirty / mark_non_differentiable"
+    severity = Severity.ERROR
+    why = (
+        "The call fails in forward: `TypeError: save_for_backward can only save variables, but "
+        "argument 1 is of type int` (`... of type tuple` for setup_context's `inputs`); "
+        "`AssertionError: save_for_forward expects all arguments to be tensors; you should save "
+        "non-tensors as attributes on ctx.`; `RuntimeError: mark_dirty can only accept variables, "
+        "but argument `; `RuntimeError: mark_non_differentiable only accepts variable arguments, "
+        "but got `."
+    )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        callers = [function.method("setup_context")]
+        if function.is_split_style is False:
+            callers.append(function.method("forward"))
+        for method in callers:
+            if method is None or not ctx.own(method):
+                continue
+            tuples: dict[str, str] | None = None
+            for call in method.ctx_calls:
+                if call.api not in _ACCEPTS_NONE:
+                    continue
+                for arg in call.args:
+                    if tuples is None:
+                        tuples = _tuple_parameters(function, method)
+                    what = self._not_a_tensor(arg, _ACCEPTS_NONE[call.api], tuples)
+                    if what is not None:
+                        yield Report(
+                            call.position,
+                            f"{function.name}.{method.name} passes {what} `{arg.text}` to "
+                            f"ctx.{call.api}, which only accepts tensors"
+                            + (" (or None)" if _ACCEPTS_NONE[call.api] else ""),
+                        )
+
+    @staticmethod
+    def _not_a_tensor(arg: Expr, accepts_none: bool, tuples: dict[str, str]) -> str | None:
+        """What ``arg`` is, when it is certainly not acceptable; else ``None``."""
+        if arg.kind is Kind.NON_TENSOR:
+            return "the non-tensor"
+        if arg.kind is Kind.NONE and not accepts_none:
+            return "literal"
+        if arg.name is not None and arg.name in tuples:
+            return tuples[arg.name]
+        return None
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b, scale: float):
+                    ctx.save_for_backward(a, b, None)
+                    ctx.scale = scale
+                    return a * b * scale
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b, _ = ctx.saved_tensors
+                    return grad * b * ctx.scale, grad * a * ctx.scale, None
+            """
+        ),
+        # Trap 17: split style unpacks `inputs`; a single-tensor `output` may be saved.
+        Valid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(x, dim):
+                    return torch.exp(x)
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    x, dim = inputs
+                    ctx.save_for_backward(output)
+                    ctx.mark_non_differentiable(*inputs[1:])
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return grad * y, None
+            """
+        ),
+        # Trap 3: setup_context(ctx, *args) has no `inputs` parameter to report.
+        Valid(
+            """
+            import torch
+
+            class Double(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    return (x * 2,)
+
+                @staticmethod
+                def setup_context(ctx, *args):
+                    inputs, output = args
+                    ctx.save_for_backward(*inputs)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+            """
+        ),
+        # Elements of a list of tensors are tensors; mark_dirty gets an input.
+        Valid(
+            """
+            import torch
+
+            class Pair(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, y):
+                    pair = [x, y]
+                    ctx.save_for_backward(pair[0], pair[1])
+                    ctx.mark_dirty(x)
+                    x.mul_(2)
+                    return x, y * 2
+
+                @staticmethod
+                def backward(ctx, gx, gy):
+                    return gx * 2, gy * 2
+            """
+        ),
+        # Trap 5: `inputs` rebound to its first element (a tensor) before it is saved.
+        Valid(
+            """
+            import torch
+
+            class Square(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    return x * x
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    inputs = inputs[0]
+                    ctx.save_for_backward(inputs)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return 2 * x * grad
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Sum(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, dim: int):
+                    ctx.save_for_backward(x, dim)
+                    return x.sum(dim)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, dim = ctx.saved_tensors
+                    return grad.unsqueeze(dim).expand_as(x), None
+            """,
+            line=6,
+            message="Sum.forward passes the non-tensor `dim` to ctx.save_for_backward",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(x, y):
+                    return x * y
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.save_for_backward(inputs)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, y = ctx.saved_tensors
+                    return grad * y, grad * x
+            """,
+            line=10,
+            message="passes the `inputs` tuple `inputs` to ctx.save_for_backward",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Split(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    return x[:1] * 2, x[1:] * 2
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.mark_non_differentiable(output)
+
+                @staticmethod
+                def backward(ctx, g1, g2):
+                    return torch.cat([g1, g2]) * 2
+            """,
+            line=10,
+            message="the `output` tuple",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_forward([x])
+                    ctx.mark_non_differentiable(None)
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+            """,
+            line=7,
+            message="literal `None` to ctx.mark_non_differentiable",
+        ),
+    ]
