@@ -106,7 +106,7 @@ def _wrap_registration(original: Callable[..., Any], hook_index: int) -> Callabl
         if "hook" in kwargs:
             kwargs["hook"] = traced_hook(kwargs["hook"])
         elif len(args) > hook_index:
-            args = (*args[:hook_index], traced_hook(args[hook_index]), *args[hook_index + 1 :])
+            args = (*args[:hook_index], traced_hook(args[hook_index]), *args[hook_index + 1:])
         return original(*args, **kwargs)
 
     return register

@@ -1,13 +1,190 @@
-"""``autograd-lint pragma``: add or remove coverage pragmas on backward methods."""
+"""``autograd-lint pragma``: add or remove coverage pragmas on backward methods.
+
+Adds :data:`MARKER` as the trailing comment of the ``def`` line (the line
+that ends in ``:``) of every ``backward``, ``vjp`` and ``jvp`` method the
+analyser finds on ``torch.autograd.Function`` subclasses, so coverage.py
+excludes those methods.  The marker is coverage's own ``pragma: no cover``
+with a suffix, so ``--remove`` takes away exactly what this command added.
+
+Prefer the pytest plugin (``--autograd-cov``), which measures backward code
+instead of hiding it; use this for code that cannot run where coverage is
+measured (CUDA-only backward without GPU runners), ideally limited with
+``--only-unexercised`` to what the plugin's report shows never ran.
+
+Exit codes: 0 success (``--check``: nothing would change); 1 ``--check``
+found files that would change; 2 usage error, an unreadable report, or a
+file that could not be parsed (named on stderr; the other files are still
+processed).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import tempfile
+from collections import defaultdict
+from typing import Iterable
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from autograd_lint.spec import FunctionSpec
+
+MARKER = "# pragma: no cover (autograd-backward)"
+# The methods that get the marker, and the report phase that exercises each.
+METHOD_PHASES = {"backward": "backward", "vjp": "backward", "jvp": "jvp"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
+    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories (default: .)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--remove", action="store_true", help="remove every marker this command added")
+    mode.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the equivalent [tool.coverage.report] exclude_also lines instead of editing files",
+    )
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if any file would change")
+    parser.add_argument(
+        "--only-unexercised",
+        metavar="REPORT",
+        help="only methods that the JSON report of `pytest --autograd-cov --autograd-cov-json=REPORT` "
+        "shows never ran",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    return 0
+    from autograd_lint.coverage import report
+    from autograd_lint.discovery import run as discover
+    from autograd_lint.settings import Settings
+
+    found = discover(args.paths, Settings(), _no_job)
+    failed = bool(found.errors)
+    for error in found.errors:
+        print(error, file=sys.stderr)
+    ran: dict[report.FunctionKey, dict[str, int]] | None = None
+    if args.only_unexercised:
+        try:
+            ran = report.read_phase_totals(args.only_unexercised)
+        except (OSError, ValueError, KeyError) as error:
+            print(f"{args.only_unexercised}: cannot read the report: {error}", file=sys.stderr)
+            return 2
+    targets: dict[str, set[int]] = defaultdict(set)
+    names: set[str] = set()
+    for function in found.functions:
+        for name, method in function.methods.items():
+            if name in METHOD_PHASES and _selected(function, name, ran):
+                targets[function.path].add(method.position.line)
+                names.add(name)
+    if args.print_config:
+        print(exclude_also_config(sorted(names)))
+        return 2 if failed else 0
+    changed = 0
+    files = {r.path for r in found.results} if args.remove else set(targets)
+    for path in sorted(files):
+        try:
+            if _rewrite(path, targets.get(path, set()), remove=args.remove, write=not args.check):
+                changed += 1
+                print(f"{'would change' if args.check else 'changed'}: {path}")
+        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError) as error:
+            print(f"{path}: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
+            failed = True
+    if failed:
+        return 2
+    return 1 if args.check and changed else 0
+
+
+def _no_job(analysis: object, settings: object) -> None:
+    return None
+
+
+def _selected(function: FunctionSpec, name: str, ran: dict[tuple[str, str], dict[str, int]] | None) -> bool:
+    """Whether ``name`` of ``function`` gets a marker: always, or when the report shows it never ran."""
+    if ran is None:
+        return True
+    totals = ran.get((os.path.realpath(function.path), function.qualname))
+    # A Function the report does not list is unknown, not unexercised.
+    return totals is not None and totals.get(METHOD_PHASES[name], 0) == 0
+
+
+def exclude_also_config(method_names: Iterable[str]) -> str:
+    """The ``exclude_also`` lines that exclude methods of these names, in pyproject form."""
+    lines = [
+        "# Equivalent of `autograd-lint pragma`, without editing files. These regexes",
+        "# match the method name in every measured file, Function or not.",
+        "[tool.coverage.report]",
+        "exclude_also = [",
+    ]
+    lines += [f'    "def {name}\\\\(",' for name in method_names]
+    lines.append("]")
+    return "\n".join(lines)
+
+
+class _Marker(cst.CSTTransformer):
+    """Adds the marker to the ``def`` lines in ``lines``, or removes it from every ``def``."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, lines: set[int], remove: bool) -> None:
+        super().__init__()
+        self.lines = lines
+        self.remove = remove
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        body = updated.body
+        if isinstance(body, cst.IndentedBlock):
+            trailing = body.header
+        else:
+            trailing = body.trailing_whitespace
+        comment = trailing.comment.value if trailing.comment else ""
+        if self.remove:
+            new = _without_marker(comment)
+        elif self.get_metadata(PositionProvider, original.name).start.line in self.lines and MARKER not in comment:
+            new = f"{comment}  {MARKER}" if comment else MARKER
+        else:
+            return updated
+        if new == comment:
+            return updated
+        new_trailing = trailing.with_changes(
+            comment=cst.Comment(new) if new else None,
+            whitespace=cst.SimpleWhitespace("  " if new else ""),
+        )
+        if isinstance(body, cst.IndentedBlock):
+            return updated.with_changes(body=body.with_changes(header=new_trailing))
+        return updated.with_changes(body=body.with_changes(trailing_whitespace=new_trailing))
+
+
+def _without_marker(comment: str) -> str:
+    return comment.replace(f"  {MARKER}", "").replace(MARKER, "").strip()
+
+
+def _rewrite(path: str, lines: set[int], remove: bool, write: bool) -> bool:
+    """Apply the marker edit to one file; return whether its text changes.
+
+    The file is replaced atomically, and only by text that parses.
+    """
+    with open(path, "rb") as f:
+        original = f.read()
+    module = cst.parse_module(original)
+    updated = MetadataWrapper(module).visit(_Marker(lines, remove))
+    new = updated.bytes
+    if new == original:
+        return False
+    cst.parse_module(new)  # never write what would not parse
+    if write:
+        _write_atomically(path, new)
+    return True
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".agl-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(temporary, os.stat(path).st_mode & 0o7777)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

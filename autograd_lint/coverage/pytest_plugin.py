@@ -116,10 +116,10 @@ class AutogradCov:
     """The enabled plugin; one per pytest process (controller and each xdist worker)."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from autograd_lint.coverage.report import Tally
+        from autograd_lint.coverage import report
 
         self.config = config
-        self.tally: Tally = Tally()
+        self.tally: Tally = report.Tally()
         self.recorder: Recorder | None = None
         self.is_worker = hasattr(config, "workerinput")
         self.rows: list[Row] = []
@@ -127,7 +127,7 @@ class AutogradCov:
             return
         # The user asked for autograd coverage, so the suite uses torch:
         # importing it now costs nothing the first test would not pay.
-        from autograd_lint.coverage import bridge, report
+        from autograd_lint.coverage import bridge
 
         bridge.install()
         report.install(self.tally)

@@ -269,14 +269,16 @@ def to_json(rows: Sequence[Row]) -> str:
     )
 
 
-def read_unexercised(path: str) -> set[FunctionKey]:
-    """The (real path, qualname) of every Function a JSON report shows unexercised."""
+def read_phase_totals(path: str) -> dict[FunctionKey, dict[str, int]]:
+    """Per Function in a JSON report, (real path, qualname) -> phase -> runs in any mode."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     if data.get("version") != REPORT_VERSION:
-        raise ValueError(f"{path}: not an autograd-cov report of version {REPORT_VERSION}")
+        raise ValueError(f"not an autograd-cov report of version {REPORT_VERSION}")
     return {
-        (os.path.realpath(f["path"]), f["qualname"])
+        (os.path.realpath(f["path"]), f["qualname"]): {
+            phase: sum(n for kinds in modes.values() for n in kinds.values())
+            for phase, modes in f["counts"].items()
+        }
         for f in data["functions"]
-        if f["has_backward"] is not False and not f["backward_ran"]
     }
