@@ -98,11 +98,12 @@ class SignatureMismatch(Rule):
     (and no ``*args``) or whose first parameter is annotated as a tensor.  (c)
     ``setup_context`` is called with ``(ctx, inputs, output)``: flags fewer than 3
     positional parameters or more than 3 required ones (skipped with ``*args``).  (d)
-    ``inputs`` is a tuple of every forward argument: flags a tensor attribute or method
-    on it (``inputs.shape``) and unpacking it into a different number of names than
+    ``inputs`` is a tuple of every forward argument: flags an attribute that a tuple
+    lacks (``inputs.shape``, ``inputs.float()``) and unpacking it into a different number of names than
     forward's positional parameters (passing it to ``ctx.save_for_backward`` is AGL004).
     (e) ``apply`` passes only positional arguments: flags keyword-only parameters of
-    forward (``**kwargs`` alone stays empty, so it is not flagged).  Classmethod forwards/setup_contexts are AGL002's."""
+    forward (``**kwargs`` alone stays empty, so it is not flagged).  Classmethod
+    forwards and setup_contexts are left to AGL002."""
 
     code = "AGL022"
     title = "forward/setup_context signature mismatch"
@@ -375,7 +376,8 @@ class SignatureMismatch(Rule):
                     return grad
             """,
             line=6,
-            message="Exp.forward's first parameter `x` is annotated `Tensor`, but without setup_context it receives ctx",
+            message="Exp.forward's first parameter `x` is annotated `Tensor`, but without "
+            "setup_context it receives ctx",
         ),
         # (c) setup_context without `output`; (d) follows.
         Invalid(
