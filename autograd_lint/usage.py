@@ -45,6 +45,8 @@ _GRAD_OFF = re.compile(r"no_grad|inference_mode|set_grad_enabled\(\s*False")
 # Context managers of tests that expect the code inside to fail or warn.
 _EXPECTS_FAILURE = re.compile(r"\b(?:raises|assertRaises\w*|assertWarns\w*|warns|deprecated_call)\b")
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
+# Parameter names that hold a ctx handed down by a caller.
+_CTX_PARAMETER = re.compile(r"^(?:ctx|context|\w+_ctx)$")
 
 
 class UseKind(enum.Enum):
@@ -64,7 +66,10 @@ class FunctionUse:
     call (innermost), if any.  ``guard`` is the source of the grad-disabled /
     eval / export condition or context manager the call sits under, if any, and
     ``expects_failure`` tells that it sits in a ``pytest.raises`` /
-    ``assertRaises`` / ``assertWarns`` block.  ``class_methods`` tells whether the
+    ``assertRaises`` / ``assertWarns`` block.  ``passes_ctx`` tells that the first
+    argument is a ``ctx``-named parameter of the enclosing function: a helper that
+    receives a real ctx from some Function's forward or backward.  ``class_methods``
+    tells whether the
     class overrides ``__init__``/``__call__``, which changes what a use does.
     """
 
@@ -76,6 +81,7 @@ class FunctionUse:
     inside: str | None = None
     guard: str | None = None
     expects_failure: bool = False
+    passes_ctx: bool = False
     # Names of every method the class and its Function bases define, or None
     # when one of them is outside this module (or has a base that is).
     class_methods: frozenset[str] | None = None
@@ -214,8 +220,31 @@ class _UseVisitor(cst.CSTVisitor):
         )
         guard, expects_failure = self._guards(node)
         self.uses.append(
-            FunctionUse(spec, kind, self.unit.position(node), text, method, inside, guard, expects_failure)
+            FunctionUse(
+                spec,
+                kind,
+                self.unit.position(node),
+                text,
+                method,
+                inside,
+                guard,
+                expects_failure,
+                self._passes_ctx(node),
+            )
         )
+
+    def _passes_ctx(self, node: cst.Call) -> bool:
+        if not node.args or node.args[0].keyword is not None or node.args[0].star:
+            return False
+        first = node.args[0].value
+        if not isinstance(first, cst.Name) or not _CTX_PARAMETER.match(first.value):
+            return False
+        function = next((n for n in reversed(self.stack) if isinstance(n, cst.FunctionDef)), None)
+        if function is None:
+            return False
+        params = function.params
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        return any(p.name.value == first.value for p in every)
 
     def _guards(self, node: cst.Call) -> tuple[str | None, bool]:
         """The guard around ``node`` (innermost first) and whether a test expects it to fail."""

@@ -17,7 +17,9 @@ class DirectMethodCall(Rule):
     ``vjp``, ``vmap``) where ``Fn`` is a Function class of the module.  Skipped: calls
     written inside the body of a Function class (``Base.forward(ctx, x)`` from a
     subclass, or one Function's backward reusing another's: autograd records nothing
-    inside forward anyway), calls under a guard that turns autograd off or marks
+    inside forward anyway), calls that pass on a ``ctx`` parameter of the enclosing
+    function (a helper called from some Function's forward or backward: user code
+    has no ctx of its own), calls under a guard that turns autograd off or marks
     inference or export (``not torch.is_grad_enabled()``, ``torch.no_grad()``,
     ``self.training``, ONNX export, scripting, tracing, including an earlier ``if``
     that returns), calls in ``pytest.raises``/``assertRaises`` blocks, and test files."""
@@ -39,7 +41,7 @@ class DirectMethodCall(Rule):
         for use in function_uses(analysis):
             if use.kind is not UseKind.METHOD_CALL or use.inside is not None:
                 continue
-            if use.guard is not None or use.expects_failure:
+            if use.guard is not None or use.expects_failure or use.passes_ctx:
                 continue
             name = use.function.name
             consequence = (
@@ -142,7 +144,8 @@ class DirectMethodCall(Rule):
                     return Base.backward(ctx, grad)
             """
         ),
-        # A parameter that shadows the class name is not the class.
+        # A parameter that shadows the class name is not the class; a helper that is
+        # handed a ctx runs inside some Function's forward or backward.
         Valid(
             """
             import torch
@@ -158,6 +161,9 @@ class DirectMethodCall(Rule):
 
             def run(Op, x):
                 return Op.forward(None, x)
+
+            def fused_forward(ctx, x):
+                return Op.forward(ctx, x) * 2
             """
         ),
     ]
@@ -178,11 +184,11 @@ class DirectMethodCall(Rule):
                     (y,) = ctx.saved_tensors
                     return grad * y
 
-            def exp(ctx, x):
-                return Exp.forward(ctx, x)
+            def exp(x):
+                return Exp.forward(None, x)
             """,
             line=16,
-            message="`Exp.forward(ctx, x)` calls Exp.forward directly",
+            message="`Exp.forward(None, x)` calls Exp.forward directly",
         ),
         Invalid(
             """
@@ -221,10 +227,9 @@ class DirectMethodCall(Rule):
                     def backward(ctx, grad):
                         return grad
 
-            def grad_of(ctx, g):
-                return Outer.Clip.backward(ctx, g)
+            grad = Outer.Clip.backward(None, torch.ones(3))
             """,
-            line=14,
+            line=13,
             message="calls Clip.backward directly",
         ),
     ]

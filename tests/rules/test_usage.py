@@ -155,3 +155,21 @@ def test_nothing_without_a_use() -> None:
 )
 def test_is_test_path(path: str, expected: bool) -> None:
     assert is_test_path(path) is expected
+
+
+def test_passes_ctx_only_for_a_ctx_parameter() -> None:
+    found = uses(
+        """
+        def helper(ctx, x):
+            return Fn.forward(ctx, x)
+
+        def script(x):
+            ctx = object()
+            return Fn.forward(ctx, x)
+
+        class Model:
+            def __call__(self, x):
+                return Fn.forward(self, x)
+        """
+    )
+    assert [u.passes_ctx for u in found] == [True, False, False]
