@@ -26,7 +26,8 @@ from autograd_lint.gentests.render import RECORD_HINT
 # returns finite outputs: signed values away from zero keep kinks (relu, abs) out
 # of gradcheck's finite differences; the positive and unit-interval domains serve
 # log/sqrt/reciprocal and asin/logit-like Functions.
-DOMAINS: tuple[tuple[str, float, float, bool], ...] = (
+Domain = tuple[str, float, float, bool]
+DOMAINS: tuple[Domain, ...] = (
     # name, low, high, random sign
     ("signed", 0.5, 1.5, True),
     ("positive", 0.5, 1.5, False),
@@ -52,6 +53,15 @@ class TensorArg:
 
 
 @dataclass(frozen=True)
+class ScalarArg:
+    """A non-tensor argument whose value is searched for among :data:`SCALAR_CANDIDATES`."""
+
+
+# 2 before 1 so that a forgotten factor shows; 0.5 for exponents and probabilities.
+SCALAR_CANDIDATES = (2, 0.5, 1)
+
+
+@dataclass(frozen=True)
 class Case:
     """One input case: the positional arguments of ``apply``, tensors as :class:`TensorArg`."""
 
@@ -63,6 +73,11 @@ def tensor(
 ) -> TensorArg:
     """A tensor argument of a known shape."""
     return TensorArg(tuple(shape), dtype, device, requires_grad)
+
+
+def any_scalar() -> ScalarArg:
+    """A number argument whose value is searched for at run time."""
+    return ScalarArg()
 
 
 def any_tensor(dtype: str = "float64", requires_grad: bool = True) -> TensorArg:
@@ -109,7 +124,7 @@ def _is_differentiable_dtype(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
-def _make_tensor(arg: TensorArg, shape: tuple[int, ...], domain: tuple[str, float, float, bool],
+def _make_tensor(arg: TensorArg, shape: tuple[int, ...], domain: Domain,
                  generator: torch.Generator) -> torch.Tensor:
     dtype = getattr(torch, arg.dtype)
     if dtype == torch.bool:
@@ -131,14 +146,16 @@ def _make_tensor(arg: TensorArg, shape: tuple[int, ...], domain: tuple[str, floa
     return values
 
 
-def _build(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]],
-           domain: tuple[str, float, float, bool], seed: int) -> tuple[Any, ...]:
+def _build(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]], scalars: Iterator[float],
+           domain: Domain, seed: int) -> tuple[Any, ...]:
     generator = torch.Generator().manual_seed(seed)
     built = []
     for arg in case_args:
         if isinstance(arg, TensorArg):
             shape = arg.shape if arg.shape is not None else next(shapes)
             built.append(_make_tensor(arg, shape, domain, generator))
+        elif isinstance(arg, ScalarArg):
+            built.append(next(scalars))
         else:
             built.append(arg)
     return tuple(built)
@@ -184,14 +201,15 @@ def _forward_accepts(function: Any, args: tuple[Any, ...]) -> bool:
     return bool(outputs) and all(bool(torch.isfinite(out).all()) for out in outputs)
 
 
-Resolution = tuple[tuple[tuple[int, ...], ...], tuple[str, float, float, bool]]
+# The searched shapes, the searched scalar values, and the value domain.
+Resolution = tuple[tuple[tuple[int, ...], ...], tuple[float, ...], Domain]
 # (Function, repr(case)) -> resolution: every check of a case reuses one search;
 # repr because literal arguments (lists) need not be hashable.
 _resolved: dict[tuple[Any, str], Resolution | None] = {}
 
 
 def _resolve(function: Any, case: Case) -> Resolution | None:
-    """The searched shapes and value domain the forward accepts, or None."""
+    """The searched shapes, scalars and value domain the forward accepts, or None."""
     key = (function, repr(case))
     if key not in _resolved:
         _resolved[key] = _search(function, case)
@@ -201,9 +219,11 @@ def _resolve(function: Any, case: Case) -> Resolution | None:
 def _search(function: Any, case: Case) -> Resolution | None:
     searched = sum(1 for a in case.args if isinstance(a, TensorArg) and a.shape is None)
     plans = _search_shape_plans(searched) if searched else [()]
-    for plan, domain in itertools.product(plans, DOMAINS):
-        if _forward_accepts(function, _build(case.args, iter(plan), domain, SEED)):
-            return plan, domain
+    scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
+    scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
+    for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
+        if _forward_accepts(function, _build(case.args, iter(plan), iter(scalars), domain, SEED)):
+            return plan, scalars, domain
     return None
 
 
@@ -211,11 +231,12 @@ def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
     """Concrete arguments for ``case``; skips the test when no candidate is accepted."""
     resolved = _resolve(function, case)
     if resolved is None:
-        searched = any(isinstance(a, TensorArg) and a.shape is None for a in case.args)
-        what = "none of the candidate shapes" if searched else "none of the value domains"
+        searched = any(isinstance(a, (TensorArg, ScalarArg)) and getattr(a, "shape", None) is None
+                       for a in case.args)
+        what = "none of the candidate shapes and values" if searched else "none of the value domains"
         pytest.skip(f"{function.__qualname__}.forward accepted {what}; {RECORD_HINT}")
-    plan, domain = resolved
-    return _build(case.args, iter(plan), domain, seed)
+    plan, scalars, domain = resolved
+    return _build(case.args, iter(plan), iter(scalars), domain, seed)
 
 
 def _fast_mode(tensors: Sequence[torch.Tensor]) -> bool:

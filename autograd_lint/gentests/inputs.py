@@ -21,7 +21,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from autograd_lint.spec import FunctionSpec, Param
+from autograd_lint.spec import FunctionSpec, Kind, Param
 
 
 class Origin(enum.Enum):
@@ -54,7 +54,12 @@ class ValueInput:
     source: str
 
 
-Input = TensorInput | ValueInput
+@dataclass(frozen=True)
+class ScalarInput:
+    """A non-tensor argument of unknown type: the generated test searches for a number."""
+
+
+Input = TensorInput | ValueInput | ScalarInput
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class InputCase:
 
     @property
     def has_non_tensor(self) -> bool:
-        return any(isinstance(arg, ValueInput) for arg in self.args)
+        return any(isinstance(arg, (ValueInput, ScalarInput)) for arg in self.args)
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -190,14 +195,36 @@ def scalar_guess(annotation: str | None) -> str | None:
     return _SCALAR_GUESSES.get(_strip_optional(annotation))
 
 
+def never_differentiated(spec: FunctionSpec) -> frozenset[int]:
+    """Positions of the inputs whose gradient every ``return`` of backward spells ``None``.
+
+    Such an input is a non-tensor (a factor, a dim) far more often than a tensor.
+    """
+    backward = spec.backward_method
+    if backward is None or not backward.returns:
+        return frozenset()
+    positions: set[int] | None = None
+    for ret in backward.returns:
+        if ret.value is not None and ret.value.kind is Kind.NONE:
+            found = {0}
+        elif ret.elements is not None:
+            found = {i for i, element in enumerate(ret.elements) if element.kind is Kind.NONE}
+        else:
+            return frozenset()
+        positions = found if positions is None else positions & found
+    return frozenset(positions or ())
+
+
 def _parameter_inputs(
-    params: tuple[Param, ...], default_source: dict[str, str | None], shaped: bool
+    params: tuple[Param, ...], default_source: dict[str, str | None], shaped: bool,
+    never_differentiated: frozenset[int] = frozenset(),
 ) -> list[Input] | str:
     """Inputs for ``params``, or a reason why they can't be given.
 
     With ``shaped``, tensors must carry a jaxtyping shape; otherwise their shape is
-    left to the run-time search.  Trailing parameters whose default is not a literal
-    are left out, so that the Function's own default applies.
+    left to the run-time search, and so is the value of an unannotated parameter at
+    a position in ``never_differentiated``.  Trailing parameters whose default is
+    not a literal are left out, so that the Function's own default applies.
     """
     sizes: dict[str, int] = {}
     inputs: list[Input] = []
@@ -209,6 +236,9 @@ def _parameter_inputs(
                     break
                 return f"the default of parameter {param.name!r} is not a literal"
             inputs.append(ValueInput(source))
+            continue
+        if param.annotation is None and index in never_differentiated and not shaped:
+            inputs.append(ScalarInput())
             continue
         if is_tensor_annotation(param.annotation) or param.annotation is None:
             if not shaped:
@@ -249,7 +279,8 @@ def choose_inputs(
     annotated = _parameter_inputs(params, default_source, shaped=True)
     if not isinstance(annotated, str):
         return FunctionInputs(Origin.STATIC, (normalise_case(tuple(annotated)),))
-    searched = _parameter_inputs(params, default_source, shaped=False)
+    searched = _parameter_inputs(params, default_source, shaped=False,
+                                 never_differentiated=never_differentiated(spec))
     if isinstance(searched, str):
         return FunctionInputs(Origin.NONE, (), searched)
     return FunctionInputs(Origin.SEARCH, (normalise_case(tuple(searched)),))

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from autograd_lint.gentests.checks import Check
-from autograd_lint.gentests.inputs import FunctionInputs, Input, InputCase, Origin, TensorInput
+from autograd_lint.gentests.inputs import FunctionInputs, Input, InputCase, Origin, ScalarInput, TensorInput
 from autograd_lint.spec import FunctionSpec
 
 RECORD_HINT = (
@@ -56,6 +56,8 @@ def _input_source(arg: Input) -> str:
             return f"any_tensor({options.lstrip(', ')})"
         shape = "(" + ", ".join(map(str, arg.shape)) + ("," if len(arg.shape) == 1 else "") + ")"
         return f"tensor({shape}{options})"
+    if isinstance(arg, ScalarInput):
+        return "any_scalar()"
     return arg.source
 
 
@@ -72,6 +74,8 @@ def _input_label(arg: Input) -> str:
         if arg.device != "cpu":
             label += f"@{arg.device}"
         return label
+    if isinstance(arg, ScalarInput):
+        return "number"
     return _ID_UNSAFE.sub("_", arg.source.replace("torch.", "")).strip("_")[:24] or "value"
 
 
@@ -139,6 +143,8 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
             for arg in case.args:
                 if isinstance(arg, TensorInput):
                     names.add("tensor" if arg.shape is not None else "any_tensor")
+                elif isinstance(arg, ScalarInput):
+                    names.add("any_scalar")
             if case.devices:
                 names.add("requires_device")
     return sorted(names)

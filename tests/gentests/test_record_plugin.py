@@ -1,0 +1,134 @@
+"""``pytest --autograd-record``: inert by default; records argument structure, never values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+OPS = '''\
+import torch
+from torch.autograd import Function
+
+
+class Scale(Function):
+    @staticmethod
+    def forward(ctx, x, factor, mode="sum", dtype=None):
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.factor, None, None, None
+
+
+class Add(Function):
+    @staticmethod
+    def forward(a, b):
+        return a + b
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+'''
+
+
+def recorded(pytester: pytest.Pytester, name: str = ".autograd-lint/inputs.json") -> dict:
+    return json.loads((pytester.path / name).read_text())
+
+
+def test_without_the_option_the_plugin_imports_nothing_and_writes_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_inert="""
+        import sys
+
+        def test_torch_is_not_imported():
+            assert "torch" not in sys.modules
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / ".autograd-lint").exists()
+    assert "recorded inputs" not in result.stdout.str()
+
+
+def test_records_structure_and_small_values_but_no_tensor_values(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    pytester.makepyfile(ops=OPS, test_ops="""
+        import torch
+        from ops import Add, Scale
+
+        def test_calls():
+            x = torch.full((2, 3), 123.25, requires_grad=True)
+            for _ in range(3):
+                Scale.apply(x, 2, "mean", torch.float64)
+            Scale.apply(x.detach(), factor=0.5)              # keyword bound to its position
+            Scale.apply(torch.ones(4, dtype=torch.int64), 2, (1, 2))
+            Scale.apply(x, 2, object())                       # not a small value: not recorded
+            Add.apply(torch.ones(2), torch.ones(2))
+            torch.nn.functional.relu(x).sum().backward()     # torch's own code is not recorded
+    """)
+    result = pytester.runpytest_subprocess("--autograd-record", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["autograd-lint: recorded inputs of 2 Function(s) to *inputs.json, "
+                                 "1 call(s) with unrecordable arguments"])
+    data = recorded(pytester)
+    assert data["format"] == 1 and sorted(data["functions"]) == ["ops.Add", "ops.Scale"]
+    scale = data["functions"]["ops.Scale"]
+    assert (scale["module"], scale["qualname"], scale["path"]) == ("ops", "Scale", "ops.py")
+    tensor = {"shape": [2, 3], "dtype": "float32", "device": "cpu", "requires_grad": True}
+    assert scale["cases"][0] == {"calls": 3, "args": [
+        {"tensor": tensor}, {"value": 2}, {"value": "mean"}, {"dtype": "float64"}]}
+    assert {"tensor": {**tensor, "requires_grad": False}} in scale["cases"][1]["args"] + scale["cases"][2]["args"]
+    assert [{"value": 1}, {"value": 2}] in [a.get("tuple") for c in scale["cases"] for a in c["args"]]
+    assert "123.25" not in json.dumps(data)
+
+
+def test_the_recording_feeds_gen_tests(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    pytester.makepyfile(ops=OPS, test_ops="""
+        import torch
+        from ops import Add
+
+        def test_add():
+            Add.apply(torch.ones(2, 5), torch.ones(5))
+    """)
+    pytester.runpytest_subprocess("--autograd-record=rec.json", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    result = pytester.run("autograd-lint", "gen-tests", "ops.py", "--inputs", "rec.json", "--out", "gen")
+    assert result.ret == 0
+    assert "1 recorded, 0 static, 1 search, 0 none" in result.stdout.str()
+    generated = (pytester.path / "gen" / "test_gradcheck_ops.py").read_text()
+    assert 'pytest.param(Case((tensor((2, 5)), tensor((5,)))), id="recorded-2x5-5")' in generated
+    run = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "-v")
+    run.assert_outcomes(passed=5)
+    run.stdout.fnmatch_lines(["*::TestScale::test_gradcheck[[]search-?-number-sum-None[]] PASSED*",
+                              "*::TestAdd::test_gradcheck[[]recorded-2x5-5[]] PASSED*"])
+
+
+def test_xdist_workers_hand_their_cases_to_the_controller(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("xdist")
+    pytester.makepyfile(ops=OPS)
+    pytester.makepyfile(test_one="""
+        import torch
+        from ops import Add
+
+        def test_add():
+            Add.apply(torch.ones(3), torch.ones(3))
+    """, test_two="""
+        import torch
+        from ops import Scale
+
+        def test_scale():
+            Scale.apply(torch.ones(7), 3)
+    """)
+    previous = {"format": 1, "functions": {"old.Kept": {"module": "old", "qualname": "Kept", "path": "old.py",
+                                                          "cases": []}}}
+    (pytester.path / "rec.json").write_text(json.dumps(previous))
+    result = pytester.runpytest_subprocess("-n", "2", "--autograd-record=rec.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    data = recorded(pytester, "rec.json")
+    assert sorted(data["functions"]) == ["old.Kept", "ops.Add", "ops.Scale"]
+    assert data["functions"]["ops.Scale"]["cases"][0]["args"][0]["tensor"]["shape"] == [7]
