@@ -4,10 +4,26 @@ from __future__ import annotations
 
 import ast
 from functools import lru_cache
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-from autograd_lint.rules.base import FixSafety, FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import Decorator, MethodSpec
+import libcst as cst
+
+from autograd_lint.rules.base import (
+    Diagnostic,
+    FixSafety,
+    Fixer,
+    FunctionContext,
+    ImportRef,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
+from autograd_lint.spec import Decorator, MethodSpec, Position
+
+if TYPE_CHECKING:
+    from autograd_lint.analysis import FileAnalysis
 
 _AMP = ("torch.amp.", "torch.amp.autocast_mode.")
 _CUDA_AMP = ("torch.cuda.amp.", "torch.cuda.amp.autocast_mode.")
@@ -52,6 +68,54 @@ def _bindings(text: str) -> dict[str, set[str]]:
     return found
 
 
+class _Fix(Fixer):
+    """(d) only: rewrites a reported ``torch.cuda.amp.custom_fwd``/``custom_bwd`` decorator
+    (bare or called, under any import alias) to ``torch.amp.<same>(device_type="cuda",
+    ...)``, adds ``import torch`` when needed and drops the old import once unused.
+    A call with a positional argument is left alone."""
+
+    def __init__(self, analysis: "FileAnalysis", diagnostics: Sequence[Diagnostic]) -> None:
+        super().__init__(analysis, diagnostics)
+        # Position of each deprecated decorator on the file's own methods -> custom_fwd/custom_bwd.
+        self.targets: dict[Position, tuple[str, Decorator]] = {}
+        for function in analysis.functions:
+            for method in function.methods.values():
+                for decorator in method.decorators:
+                    found = _which(decorator)
+                    if found is not None and found[1] and decorator.position in self.positions:
+                        self.targets[decorator.position] = (found[0], decorator)
+
+    def leave_Decorator(self, original_node: cst.Decorator, updated_node: cst.Decorator) -> cst.Decorator:
+        target = self.targets.get(self.position(original_node))
+        if target is None:
+            return updated_node
+        kind, decorator = target
+        expression = updated_node.decorator
+        if isinstance(expression, cst.Call) and any(arg.keyword is None for arg in expression.args):
+            return updated_node
+        name = cst.Attribute(cst.Attribute(cst.Name("torch"), cst.Name("amp")), cst.Name(kind))
+        device = cst.Arg(
+            cst.SimpleString('"cuda"'),
+            keyword=cst.Name("device_type"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        )
+        if isinstance(expression, cst.Call):
+            if expression.args:
+                device = device.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            call = expression.with_changes(func=name, args=[device, *expression.args])
+        else:
+            call = cst.Call(name, [device])
+        self.needed_imports.append(ImportRef("torch"))
+        head = decorator.text.split("(", 1)[0].split(".", 1)[0].strip()
+        bound = self.analysis.imports.aliases.get(head)
+        if bound is not None and head != "torch":
+            # `from torch.cuda.amp import custom_fwd [as head]` or `import torch.cuda.amp as head`.
+            module, _, obj = bound.rpartition(".")
+            self.unused_imports.append(ImportRef(module, obj, head if head != obj else None))
+            self.unused_imports.append(ImportRef(bound, None, head))
+        return updated_node.with_changes(decorator=call)
+
+
 class CustomFwdBwd(Rule):
     """Checks the AMP decorators ``custom_fwd``/``custom_bwd`` (resolved through imports)
     on forward and backward/vjp.  (a) ``custom_fwd`` on the forward of a split-style
@@ -68,6 +132,7 @@ class CustomFwdBwd(Rule):
     title = "`custom_fwd`/`custom_bwd` (AMP) misuse"
     severity = Severity.ERROR
     fix = FixSafety.SAFE  # (d): torch.cuda.amp.custom_fwd/bwd -> torch.amp.custom_fwd/bwd(device_type="cuda")
+    fixer = _Fix
     why = (
         "(a) and (b): `AttributeError: 'FBackward' object has no attribute '_fwd_used_autocast'` "
         "during backward, with or without autocast. (c) At class definition: `TypeError: "
@@ -271,6 +336,64 @@ class CustomFwdBwd(Rule):
             """,
             line=11,
             message='Mul.backward uses the deprecated torch.cuda.amp.custom_bwd; use torch.amp.custom_bwd(device_type="cuda")',
+            fixed="""
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                @torch.amp.custom_fwd(device_type="cuda")
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                @torch.amp.custom_bwd(device_type="cuda")
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    return grad * b, grad * a
+            """,
+        ),
+        # (d) imported by name, called with arguments: the fix imports torch and drops
+        # the deprecated import once nothing uses it.
+        Invalid(
+            """
+            from torch.autograd import Function
+            from torch.cuda.amp import custom_bwd, custom_fwd
+
+            class Tanh(Function):
+                @staticmethod
+                @custom_fwd(cast_inputs=None)  # keep fp32
+                def forward(ctx, x):
+                    y = x.tanh()
+                    ctx.save_for_backward(y)
+                    return y
+
+                @staticmethod
+                @custom_bwd
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return grad * (1 - y * y)
+            """,
+            line=6,
+            message="Tanh.forward uses the deprecated torch.cuda.amp.custom_fwd",
+            fixed="""
+            from torch.autograd import Function
+            import torch
+
+            class Tanh(Function):
+                @staticmethod
+                @torch.amp.custom_fwd(device_type="cuda", cast_inputs=None)  # keep fp32
+                def forward(ctx, x):
+                    y = x.tanh()
+                    ctx.save_for_backward(y)
+                    return y
+
+                @staticmethod
+                @torch.amp.custom_bwd(device_type="cuda")
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return grad * (1 - y * y)
+            """,
         ),
         # (a) split style.
         Invalid(

@@ -5,7 +5,8 @@ parametrised test runs them all and the rule pages in ``docs/rules/`` are
 generated from the same text.  A rule checks either one Function at a time
 (:meth:`Rule.check_function`) or a whole module (:meth:`Rule.check_module`),
 and reports :class:`Report` values; the engine turns those into
-:class:`Diagnostic` values with the rule's code and the file's path.
+:class:`Diagnostic` values with the rule's code and the file's path.  A rule
+that can repair what it reports names a :class:`Fixer` (see :mod:`autograd_lint.fix`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import enum
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Iterator
+from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 
 import libcst as cst
+from libcst.metadata import PositionProvider
 
 from autograd_lint.spec import FunctionSpec, MethodSpec, Position
 
@@ -81,10 +83,17 @@ class Invalid:
     code: str
     line: int | None = None
     message: str | None = None  # a substring the message must contain
+    # The source after the rule's fixes, safe and unsafe (dedented like ``code``);
+    # None for a rule with a fix means that the fix leaves this example unchanged.
+    fixed: str | None = None
 
     @property
     def source(self) -> str:
         return textwrap.dedent(self.code).lstrip("\n")
+
+    @property
+    def fixed_source(self) -> str | None:
+        return None if self.fixed is None else textwrap.dedent(self.fixed).lstrip("\n")
 
 
 class FunctionContext:
@@ -111,6 +120,52 @@ class FunctionContext:
         return unit.position(node)
 
 
+@dataclass(frozen=True)
+class ImportRef:
+    """An import as libcst's ``AddImportsVisitor`` / ``RemoveImportsVisitor`` name it:
+    ``import module`` when ``obj`` is None, else ``from module import obj [as asname]``."""
+
+    module: str
+    obj: str | None = None
+    asname: str | None = None
+
+
+class Fixer(cst.CSTTransformer):
+    """Rewrites what one rule reported in a file, in the tree of the whole module.
+
+    The fix pass (:mod:`autograd_lint.fix`) builds one per rule and file with the
+    file's analysis and that rule's diagnostics, and visits the freshly parsed module
+    through a ``MetadataWrapper``.  A subclass rewrites only nodes that were reported
+    (:meth:`reported`, :meth:`on_reported_line`), leaves anything it cannot rewrite
+    for certain as it is (the diagnostic then remains), and lists the imports the new
+    code needs in :attr:`needed_imports`, and the ones it may have made unused in
+    :attr:`unused_imports` (removed only when nothing else uses them).
+    """
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, analysis: "FileAnalysis", diagnostics: Sequence[Diagnostic]) -> None:
+        super().__init__()
+        self.analysis = analysis
+        self.positions = frozenset(Position(d.line, d.column) for d in diagnostics)
+        self.lines = frozenset(d.line for d in diagnostics)
+        self.needed_imports: list[ImportRef] = []
+        self.unused_imports: list[ImportRef] = []
+
+    def position(self, node: cst.CSTNode) -> Position:
+        """Where ``node`` (of the tree being visited, not a rewritten copy) starts."""
+        start = self.get_metadata(PositionProvider, node).start
+        return Position(start.line, start.column)
+
+    def reported(self, node: cst.CSTNode) -> bool:
+        """True when a diagnostic points at the start of ``node``."""
+        return self.position(node) in self.positions
+
+    def on_reported_line(self, node: cst.CSTNode) -> bool:
+        """True when a diagnostic points at the line where ``node`` starts."""
+        return self.position(node).line in self.lines
+
+
 class Rule:
     """Base class of every rule; subclasses set the class attributes and one check."""
 
@@ -120,6 +175,8 @@ class Rule:
     # Why it is bad: the exact runtime error, or the silent wrong result (torch 2.13).
     why: ClassVar[str]
     fix: ClassVar[FixSafety] = FixSafety.NONE
+    # How to repair the findings; set exactly when ``fix`` is not NONE.
+    fixer: ClassVar[type[Fixer] | None] = None
     enabled_by_default: ClassVar[bool] = True
     VALID: ClassVar[list[Valid]]
     INVALID: ClassVar[list[Invalid]]

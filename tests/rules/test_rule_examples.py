@@ -6,8 +6,9 @@ import pytest
 
 from autograd_lint.analysis import analyze
 from autograd_lint.engine import check_analysis
+from autograd_lint.fix import fix_source, verify
 from autograd_lint.rules import all_rules
-from autograd_lint.rules.base import Invalid, Rule, Valid
+from autograd_lint.rules.base import FixSafety, Invalid, Rule, Valid
 from autograd_lint.settings import Settings
 from autograd_lint.source import SourceFile
 
@@ -43,3 +44,34 @@ def test_example(rule: type[Rule], example: Valid | Invalid) -> None:
 def test_rule_carries_enough_examples(rule: type[Rule]) -> None:
     assert len(rule.VALID) >= 3 and len(rule.INVALID) >= 3
     assert rule.title and rule.why and rule.what_it_does()
+
+
+FIX_CASES = [
+    pytest.param(rule, example, id=f"{rule.code}-invalid-{index}")
+    for rule in all_rules()
+    if rule.fixer is not None
+    for index, example in enumerate(rule.INVALID)
+]
+
+
+def fixed(rule: type[Rule], source: str) -> str:
+    """``source`` after every fix of ``rule``, unsafe ones included."""
+    settings = Settings(select=(rule.code,))
+    return fix_source(SourceFile("example.py", source, "example"), {}, settings, unsafe=True).text
+
+
+@pytest.mark.parametrize(("rule", "example"), FIX_CASES)
+def test_fix(rule: type[Rule], example: Invalid) -> None:
+    """The fix gives the expected source (or leaves it alone), parses, and is idempotent."""
+    once = fixed(rule, example.source)
+    assert once == (example.fixed_source if example.fixed is not None else example.source)
+    assert verify(once, "example.py") is None
+    assert fixed(rule, once) == once, "a second fix changed the source again"
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)
+def test_fix_declared_and_shown(rule: type[Rule]) -> None:
+    """A rule with a fixer declares how safe it is, and one example shows it at work."""
+    if rule.fixer is not None:
+        assert rule.fix is not FixSafety.NONE
+        assert any(example.fixed is not None for example in rule.INVALID)

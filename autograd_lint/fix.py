@@ -1,0 +1,243 @@
+"""Autofix: ``check --fix``, ``--unsafe-fixes`` and ``--diff``.
+
+A fix belongs to its rule (:attr:`autograd_lint.rules.base.Rule.fixer`, with
+:attr:`~autograd_lint.rules.base.Rule.fix` saying whether it is safe).  For each
+file with a fixable finding, the fix pass parses the whole file with libcst, runs
+the fixers of the rules that reported there one rule at a time (each sees the
+diagnostics of the code as it is after the previous fixes, so that positions stay
+true), adds and removes the imports they ask for, and checks that the result
+parses with libcst and compiles.  It repeats until nothing changes, so that a
+second ``--fix`` is a no-op.  A file is written only when it changed, atomically
+(a temporary file in the same directory, then ``os.replace``), with its mode,
+encoding, byte-order mark and line endings kept.  A file that does not parse is
+never written.
+
+Exit codes with ``--fix``: 0 when no finding remains, 1 when some remain, 2 when
+a file could not be read, parsed or written.  With ``--diff``: 1 when a fix would
+change a file, else 0 (2 on errors); nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import io
+import os
+import stat
+import sys
+import tempfile
+import tokenize
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper
+
+from autograd_lint.analysis import FileAnalysis, analyze
+from autograd_lint.discovery import Run
+from autograd_lint.engine import check_analysis, selected_rules
+from autograd_lint.output import FORMATS, CheckOutcome
+from autograd_lint.rules.base import Diagnostic, FixSafety, Rule
+from autograd_lint.settings import Settings
+from autograd_lint.source import SourceError, SourceFile, decode_source, module_name
+from autograd_lint.spec import FunctionSpec
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# Fixes of one rule can expose another's finding; a fixed point comes long before this.
+_MAX_ROUNDS = 10
+
+
+@dataclass
+class FileFix:
+    """One file before and after its fixes, and what remains to report there."""
+
+    path: str
+    original: str
+    text: str
+    remaining: list[Diagnostic]
+    fixed: int = 0  # findings that the fixes removed
+    errors: list[SourceError] = field(default_factory=list)  # fixes not applied, with the reason
+
+    @property
+    def changed(self) -> bool:
+        return self.text != self.original
+
+
+def fixable_rules(settings: Settings, path: str, unsafe: bool) -> list[Rule]:
+    """The selected rules with a fix that may be applied (safe ones; unsafe ones too if asked)."""
+    allowed = {FixSafety.SAFE, FixSafety.UNSAFE} if unsafe else {FixSafety.SAFE}
+    return [rule for rule in selected_rules(settings, path) if rule.fixer is not None and rule.fix in allowed]
+
+
+def verify(text: str, path: str) -> str | None:
+    """Why ``text`` must not be written (it does not parse or compile), or None."""
+    try:
+        cst.parse_module(text)
+        compile(text, path, "exec", dont_inherit=True)
+    except (cst.ParserSyntaxError, SyntaxError, ValueError) as error:
+        return str(error).splitlines()[0] if str(error) else type(error).__name__
+    return None
+
+
+def fix_source(
+    source: SourceFile, known: Mapping[str, FunctionSpec], settings: Settings, unsafe: bool
+) -> FileFix:
+    """Apply every allowed fix to ``source``, to a fixed point; raises :class:`SourceError`."""
+    analysis = analyze(source, known, settings)
+    diagnostics = check_analysis(analysis, settings)
+    result = FileFix(source.path, source.text, source.text, diagnostics)
+    rules = fixable_rules(settings, source.path, unsafe)
+    if not rules or verify(source.text, source.path) is not None:
+        return result
+    before = Counter(d.code for d in diagnostics)
+    for _ in range(_MAX_ROUNDS):
+        changed = False
+        for rule in rules:
+            mine = [d for d in diagnostics if d.code == rule.code]
+            if not mine:
+                continue
+            text = _apply(rule, analysis, mine)
+            if text == analysis.source.text:
+                continue
+            problem = verify(text, source.path)
+            if problem is not None:
+                result.errors.append(
+                    SourceError(source.path, f"the {rule.code} fix gave code that does not parse ({problem})")
+                )
+                continue
+            analysis = analyze(SourceFile(source.path, text, source.module), known, settings)
+            diagnostics = check_analysis(analysis, settings)
+            changed = True
+        if not changed:
+            break
+    after = Counter(d.code for d in diagnostics)
+    result.text = analysis.source.text
+    result.remaining = diagnostics
+    result.fixed = sum(max(0, count - after[code]) for code, count in before.items())
+    return result
+
+
+def _apply(rule: Rule, analysis: FileAnalysis, diagnostics: Sequence[Diagnostic]) -> str:
+    """The text of ``analysis``'s file after ``rule``'s fixer and the imports it asks for."""
+    # libcst.codemod takes about a second to import; only --fix pays for it.
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
+    assert rule.fixer is not None
+    fixer = rule.fixer(analysis, diagnostics)
+    module = MetadataWrapper(cst.parse_module(analysis.source.text)).visit(fixer)
+    context = CodemodContext(filename=analysis.source.path, full_module_name=analysis.source.module)
+    for ref in fixer.unused_imports:
+        RemoveImportsVisitor.remove_unused_import(context, ref.module, ref.obj, ref.asname)
+    for ref in fixer.needed_imports:
+        AddImportsVisitor.add_needed_import(context, ref.module, ref.obj, ref.asname)
+    if fixer.unused_imports:
+        module = RemoveImportsVisitor(context).transform_module(module)
+    if fixer.needed_imports:
+        module = AddImportsVisitor(context).transform_module(module)
+    return module.code
+
+
+def _read(path: str) -> tuple[bytes, str, str]:
+    """The bytes of ``path``, their encoding (``utf-8-sig`` when there is a BOM) and the text."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise SourceError(path, f"cannot be read: {error.strerror or error}") from None
+    text = decode_source(data, path)
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data, encoding, text
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Replace the file at ``path`` (through a symlink) by ``data``, keeping its mode.
+
+    The data goes to a temporary file in the same directory, which then replaces
+    the file in one ``os.replace``: a reader sees the old file or the new one, never
+    a part, and a failure leaves the old file in place.
+    """
+    target = os.path.realpath(path)
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    directory, name = os.path.split(target)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def fix_file(path: str, known: Mapping[str, FunctionSpec], settings: Settings, unsafe: bool, write: bool) -> FileFix:
+    """Fix one file on disk (written only when ``write``); raises :class:`SourceError`."""
+    data, encoding, text = _read(path)
+    result = fix_source(SourceFile(path, text, module_name(path)), known, settings, unsafe)
+    if write and result.changed:
+        with open(path, "rb") as handle:
+            if handle.read() != data:
+                raise SourceError(path, "changed while it was being fixed; not written")
+        try:
+            write_atomically(path, result.text.encode(encoding))
+        except (OSError, UnicodeEncodeError) as error:
+            raise SourceError(path, f"cannot be written: {error}") from None
+    return result
+
+
+def unified_diff(result: FileFix) -> str:
+    lines = difflib.unified_diff(
+        result.original.splitlines(keepends=True),
+        result.text.splitlines(keepends=True),
+        fromfile=result.path,
+        tofile=result.path,
+    )
+    return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def fix_command(args: argparse.Namespace, result: Run[list[Diagnostic]], settings: Settings) -> int:
+    """``check --fix`` / ``--diff`` after the check of ``result``: fix, print, and give the exit code."""
+    known = {f.full_name: f for f in result.functions}
+    codes = {rule.code for rule in selected_rules(settings) if rule.fixer is not None}
+    diagnostics: list[Diagnostic] = []
+    errors: list[SourceError] = list(result.errors)
+    fixes: list[FileFix] = []
+    for file_result in result.results:
+        found = file_result.result or []
+        if not any(d.code in codes for d in found):
+            diagnostics.extend(found)
+            continue
+        try:
+            fixed = fix_file(file_result.path, known, settings, args.unsafe_fixes, write=not args.diff)
+        except SourceError as error:
+            errors.append(error)
+            diagnostics.extend(found)
+            continue
+        fixes.append(fixed)
+        diagnostics.extend(fixed.remaining)
+        errors.extend(fixed.errors)
+    diagnostics.sort(key=lambda d: d.sort_key())
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    fixed_count = sum(f.fixed for f in fixes)
+    remaining = f"{len(diagnostics)} remaining"
+    if args.diff:
+        sys.stdout.write("".join(unified_diff(f) for f in fixes if f.changed))
+        print(f"Would fix {fixed_count} problem{'s' if fixed_count != 1 else ''} ({remaining}).", file=sys.stderr)
+        changed = any(f.changed for f in fixes)
+        return EXIT_ERROR if errors else EXIT_FINDINGS if changed and not args.exit_zero else EXIT_CLEAN
+    outcome = CheckOutcome(diagnostics, errors, result.files_seen, len(result.functions))
+    sys.stdout.write(FORMATS[args.output_format](outcome))
+    # Machine-readable formats keep stdout to themselves.
+    summary = sys.stdout if args.output_format == "text" else sys.stderr
+    print(f"Fixed {fixed_count} problem{'s' if fixed_count != 1 else ''} ({remaining}).", file=summary)
+    if errors:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
