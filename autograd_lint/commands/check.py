@@ -3,6 +3,9 @@
 Exit codes: 0 when nothing is found, 1 when there are findings, 2 on a usage
 error or when a file could not be read or parsed (that file is named with the
 reason on stderr, one line each, and every other file is still checked).
+
+With ``--fix`` or ``--diff``, see :mod:`autograd_lint.fix` for what is written and
+the exit codes.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-format", choices=sorted(FORMATS), default="text", help="how to print findings")
     parser.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: one per core)")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    parser.add_argument("--fix", action="store_true", help="apply safe fixes, then report what remains")
+    parser.add_argument(
+        "--unsafe-fixes", action="store_true", help="with --fix or --diff, also apply fixes that change behaviour"
+    )
+    parser.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -47,6 +55,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     result = run_files(args.paths, settings, check_analysis)
+    if args.fix or args.diff:
+        # Imported here: the fix pass loads libcst.codemod, which a plain check does not need.
+        from autograd_lint.fix import fix_command
+
+        return fix_command(args, result, settings)
     diagnostics = sorted(
         (d for file_result in result.results for d in file_result.result or ()),
         key=lambda d: d.sort_key(),
