@@ -43,8 +43,9 @@ def _holds_tensor(node: cst.BaseExpression, builder: MethodBuilder) -> bool:
     classify = builder.classifier.kind
     if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
         return any(
-            not isinstance(e, cst.StarredElement) and (classify(e.value) is Kind.TENSOR or _holds_tensor(e.value, builder))
+            classify(e.value) is Kind.TENSOR or _holds_tensor(e.value, builder)
             for e in node.elements
+            if not isinstance(e, cst.StarredElement)
         )
     if isinstance(node, cst.Dict):
         return any(

@@ -1,0 +1,736 @@
+"""AGL009: backward is not correctly double-differentiable but lacks ``@once_differentiable``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_lint.exprs import NON_TENSOR_ATTRIBUTES, NON_TENSOR_BUILTINS, NON_TENSOR_METHODS, dotted_name
+from autograd_lint.imports import ImportMap
+from autograd_lint.rules.base import FixSafety, FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.spec import CtxWrite, FunctionSpec, Kind, MethodSpec
+
+# Decorators a backward may carry without hiding a once_differentiable inside them.
+_KNOWN_DECORATORS = frozenset(
+    {
+        "builtins.staticmethod",
+        "builtins.classmethod",
+        "torch.amp.custom_bwd",
+        "torch.amp.autocast_mode.custom_bwd",
+        "torch.cuda.amp.custom_bwd",
+        "torch.cuda.amp.autocast_mode.custom_bwd",
+    }
+)
+_NO_GRAD = frozenset({"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+# Tensor methods whose result carries no gradient whatever their receiver.
+_NON_DIFFERENTIABLE_METHODS = frozenset(
+    "argmax argmin argsort nonzero bool long int short byte char sign isnan isinf isfinite eq ne lt le "
+    "gt ge logical_not logical_and logical_or".split()
+) | NON_TENSOR_METHODS
+# Calls that build a tensor from a shape or from randomness, not from their arguments' values.
+_CREATION_PREFIXES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "randperm", "arange", "new_")
+
+
+@dataclass(frozen=True)
+class _Taint:
+    """Where a value was cut off from autograd, and whether it is a tensor or a Python value."""
+
+    source: cst.CSTNode
+    what: str
+    is_scalar: bool
+
+
+class _BackwardFlow:
+    """Follows values cut off from autograd in one backward body to its ``return``.
+
+    Sources: ``.detach()``, ``.data``, ``.numpy()`` (tensors or arrays); numpy calls on
+    a grad parameter or a saved tensor; ``.item()``/``.tolist()`` on one of those
+    (Python values); every tensor computed from those inside ``with torch.no_grad():``.  A tensor
+    source taints what is computed from it (``torch.from_numpy`` included), except
+    comparisons, sizes and integer results; a Python value taints only arithmetic, so
+    ``x.select(0, k.item())`` (an index, a shape) is not a finding, nor is numpy applied
+    to shapes or constants.
+    """
+
+    def __init__(self, imports: ImportMap, method: MethodSpec) -> None:
+        self.imports = imports
+        self.ctx_name = method.ctx_name
+        # Tensors with autograd history: the grads, and what is unpacked from saved_tensors.
+        self.tracked = {p.name for p in method.positional[1:]}
+        self.names: dict[str, _Taint] = {}
+        self.found: _Taint | None = None
+
+    def _is_tracked(self, node: cst.BaseExpression) -> bool:
+        while isinstance(node, (cst.Attribute, cst.Subscript, cst.Call)):
+            node = node.func if isinstance(node, cst.Call) else node.value
+        return isinstance(node, cst.Name) and node.value in self.tracked
+
+    def _is_saved_tensors(self, node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        return (
+            isinstance(node, cst.Attribute)
+            and node.attr.value in ("saved_tensors", "saved_variables")
+            and isinstance(node.value, cst.Name)
+            and node.value.value == self.ctx_name
+        )
+
+    def _qualified(self, node: cst.BaseExpression) -> str | None:
+        """The qualified name when ``node`` is reached through an import (not a local)."""
+        name = dotted_name(node)
+        if name is None or name.split(".", 1)[0] not in self.imports.aliases:
+            return None
+        return self.imports.resolve(name)
+
+    def taint(self, node: cst.BaseExpression) -> _Taint | None:
+        if isinstance(node, cst.Name):
+            return self.names.get(node.value)
+        if isinstance(node, cst.Attribute):
+            is_ctx = isinstance(node.value, cst.Name) and node.value.value == self.ctx_name
+            if node.attr.value == "data" and not is_ctx:
+                return _Taint(node, "`.data`", False)
+            if node.attr.value in NON_TENSOR_ATTRIBUTES:
+                return None
+            found = self.taint(node.value)
+            return found if found is not None and not found.is_scalar else None
+        if isinstance(node, cst.Call):
+            return self._call(node)
+        if isinstance(node, cst.BinaryOperation):
+            found = self.taint(node.left) or self.taint(node.right)
+            return _Taint(found.source, found.what, False) if found is not None else None
+        if isinstance(node, cst.UnaryOperation):
+            return None if isinstance(node.operator, cst.Not) else self.taint(node.expression)
+        if isinstance(node, cst.Subscript):
+            return self._tensor_only(self.taint(node.value))
+        if isinstance(node, cst.IfExp):
+            return self.taint(node.body) or self.taint(node.orelse)
+        if isinstance(node, (cst.Tuple, cst.List)):
+            for element in node.elements:
+                found = self._tensor_only(self.taint(element.value))
+                if found is not None:
+                    return found
+            return None
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
+            return self._tensor_only(self.taint(node.elt))
+        return None  # comparisons, boolean operations, literals, lambdas
+
+    @staticmethod
+    def _tensor_only(found: _Taint | None) -> _Taint | None:
+        return found if found is not None and not found.is_scalar else None
+
+    def _call(self, node: cst.Call) -> _Taint | None:
+        func = node.func
+        qualified = self._qualified(func)
+        if qualified is not None:
+            if qualified.split(".", 1)[0] == "numpy" and any(self._is_tracked(a.value) for a in node.args):
+                return _Taint(node, f"`{dotted_name(func)}(...)` (numpy)", False)
+        elif isinstance(func, cst.Name) and func.value in NON_TENSOR_BUILTINS:
+            return None
+        if isinstance(func, cst.Attribute) and qualified is None:
+            method = func.attr.value
+            if method in ("detach", "numpy"):
+                return _Taint(node, f"`.{method}()`", False)
+            if method in ("item", "tolist"):
+                return _Taint(node, f"`.{method}()`", True) if self._is_tracked(func.value) else None
+            if method in _NON_DIFFERENTIABLE_METHODS or method.startswith(_CREATION_PREFIXES):
+                return None
+            found = self._tensor_only(self.taint(func.value))
+            if found is not None:
+                return found
+        elif qualified is not None and qualified.rsplit(".", 1)[-1].startswith(_CREATION_PREFIXES):
+            return None
+        for arg in node.args:
+            found = self._tensor_only(self.taint(arg.value))
+            if found is not None:
+                return found
+        return None
+
+    def bind(self, target: cst.BaseExpression, found: _Taint | None) -> None:
+        if found is None:
+            return
+        if isinstance(target, cst.Name):
+            self.names.setdefault(target.value, found)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.bind(element.value, found)
+        elif isinstance(target, cst.StarredElement):
+            self.bind(target.value, found)
+
+    def walk(self, body: list[cst.BaseStatement] | tuple[cst.BaseStatement, ...], no_grad: _Taint | None) -> None:
+        for statement in body:
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    self._small(small, no_grad)
+            elif isinstance(statement, cst.With):
+                inner = no_grad
+                for item in statement.items:
+                    call = item.item
+                    target = call.func if isinstance(call, cst.Call) else call
+                    if self._qualified(target) in _NO_GRAD:
+                        inner = inner or _Taint(statement, "`with torch.no_grad()`", False)
+                self.walk(_block(statement.body), inner)
+            else:
+                for block in _blocks(statement):
+                    self.walk(block, no_grad)
+
+    def _small(self, small: cst.BaseSmallStatement, no_grad: _Taint | None) -> None:
+        if isinstance(small, cst.Return):
+            if small.value is not None and self.found is None:
+                found = self._tensor_only(self.taint(small.value))
+                if found is None and no_grad is not None and self._computes(small.value):
+                    found = no_grad
+                self.found = found
+            return
+        value: cst.BaseExpression | None = None
+        targets: list[cst.BaseExpression] = []
+        if isinstance(small, cst.Assign):
+            value, targets = small.value, [t.target for t in small.targets]
+        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)) and small.value is not None:
+            value, targets = small.value, [small.target]
+        if value is None:
+            return
+        if self._is_saved_tensors(value):
+            for target in targets:
+                self.tracked.update(_target_names(target))
+            return
+        found = self.taint(value)
+        if found is None and no_grad is not None and self._computes(value):
+            found = no_grad
+        for target in targets:
+            self.bind(target, found)
+            if found is None and _mentions(value, self.tracked):
+                self.tracked.update(_target_names(target))
+
+    def _computes(self, node: cst.BaseExpression) -> bool:
+        """Whether ``node`` (or an element of a returned tuple) computes a new tensor from a
+        tracked one.
+
+        Under ``no_grad`` such a tensor has no history, but a name passed through
+        unchanged (``return grad``) keeps its own, and a tensor built from a shape
+        (``torch.zeros(n)``) has no derivative to lose.
+        """
+        if isinstance(node, cst.Tuple):
+            return any(self._computes(e.value) for e in node.elements if not isinstance(e, cst.StarredElement))
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            return False
+        return _mentions(node, self.tracked)
+
+
+def _block(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
+    if isinstance(suite, cst.IndentedBlock):
+        return list(suite.body)
+    return [cst.SimpleStatementLine(body=suite.body)]  # type: ignore[attr-defined]
+
+
+def _blocks(statement: cst.CSTNode) -> Iterator[list[cst.BaseStatement]]:
+    for field in ("body", "orelse", "finalbody"):
+        child = getattr(statement, field, None)
+        if isinstance(child, cst.If):
+            yield [child]
+        elif isinstance(child, cst.BaseSuite):
+            yield _block(child)
+        elif child is not None and hasattr(child, "body"):
+            yield from _blocks(child)
+    for handler in getattr(statement, "handlers", ()):
+        yield from _blocks(handler)
+    for case in getattr(statement, "cases", ()):
+        yield from _blocks(case)
+
+
+def _assignments(method: MethodSpec) -> dict[str, list[tuple[cst.BaseExpression | None, bool]]]:
+    """Every binding of each name in ``method``: (the value it comes from, is it ``name = value``)."""
+    found: dict[str, list[tuple[cst.BaseExpression | None, bool]]] = {}
+
+    class _Visitor(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is method.node
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                plain = isinstance(target.target, cst.Name)
+                for name in _target_names(target.target):
+                    found.setdefault(name, []).append((node.value, plain))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            for name in _target_names(node.target):
+                found.setdefault(name, []).append((node.value, isinstance(node.target, cst.Name)))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            for name in _target_names(node.target):
+                found.setdefault(name, []).append((None, False))
+
+        def visit_For(self, node: cst.For) -> None:
+            for name in _target_names(node.target):
+                found.setdefault(name, []).append((None, False))
+
+        def visit_WithItem(self, node: cst.WithItem) -> None:
+            if node.asname is not None:
+                for name in _target_names(node.asname.name):
+                    found.setdefault(name, []).append((None, False))
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            for name in _target_names(node.target):
+                found.setdefault(name, []).append((None, False))
+
+    assert method.node is not None
+    method.node.visit(_Visitor())
+    return found
+
+
+def _target_names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
+
+
+def _mentions(node: cst.CSTNode, names: set[str]) -> bool:
+    """Whether ``node`` reads one of ``names`` where the value (not a size) matters."""
+    if isinstance(node, cst.Name):
+        return node.value in names
+    if isinstance(node, cst.Attribute):
+        return node.attr.value not in NON_TENSOR_ATTRIBUTES and _mentions(node.value, names)
+    if isinstance(node, cst.Call):
+        func = node.func
+        callee = dotted_name(func) or ""
+        short = callee.rsplit(".", 1)[-1]
+        if (
+            short in _NON_DIFFERENTIABLE_METHODS
+            or short.startswith(_CREATION_PREFIXES)
+            or callee in NON_TENSOR_BUILTINS
+        ):
+            return False
+        receiver = isinstance(func, cst.Attribute) and _mentions(func.value, names)
+        return receiver or any(_mentions(a.value, names) for a in node.args)
+    if isinstance(node, cst.BinaryOperation):
+        return _mentions(node.left, names) or _mentions(node.right, names)
+    if isinstance(node, cst.UnaryOperation):
+        return not isinstance(node.operator, cst.Not) and _mentions(node.expression, names)
+    if isinstance(node, cst.Subscript):
+        return _mentions(node.value, names)
+    if isinstance(node, cst.IfExp):
+        return _mentions(node.body, names) or _mentions(node.orelse, names)
+    return False
+
+
+class _Intermediates:
+    """Which values in forward/setup_context are computed from the inputs (not inputs or outputs).
+
+    A custom Function's forward runs without grad, so such a value has no autograd
+    history: a backward that uses it computes a gradient whose own derivative with
+    respect to the inputs is lost.  Only single plain assignments whose value is a call
+    or arithmetic on the inputs count; comparisons, integer results, sizes and tensors
+    built from shapes or randomness do not, since they have no derivative to lose.
+    """
+
+    def __init__(self, function: FunctionSpec, method: MethodSpec) -> None:
+        inputs = function.forward_inputs or ()
+        self.inputs = {p.name for p in inputs if method.param_kinds.get(p.name) is not Kind.NON_TENSOR}
+        if method.name == "setup_context":
+            self.inputs = {p.name for p in method.positional[1:]}
+        self.outputs = _returned_names(function)
+        self.assignments = _assignments(method)
+        self.derived = set(self.inputs)
+        for _ in range(3):  # names computed from names computed from inputs
+            for name, values in self.assignments.items():
+                if any(v is not None and _mentions(v, self.derived) for v, _ in values):
+                    self.derived.add(name)
+
+    def is_intermediate_value(self, value: cst.BaseExpression) -> bool:
+        if not isinstance(value, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)):
+            return False  # a name, a subscript or an attribute: an alias, not a computation
+        return _mentions(value, self.derived)
+
+    def is_intermediate_name(self, name: str) -> bool:
+        if name in self.inputs or name in self.outputs:
+            return False
+        values = self.assignments.get(name, [])
+        if len(values) != 1:
+            return False
+        value, plain = values[0]
+        return plain and value is not None and self.is_intermediate_value(value)
+
+
+def _returned_names(function: FunctionSpec) -> set[str]:
+    forward = function.method("forward")
+    names: set[str] = set()
+    for ret in forward.returns if forward is not None else ():
+        for expr in ret.elements or ((ret.value,) if ret.value is not None else ()):
+            if expr.name is not None:
+                names.add(expr.name)
+    return names
+
+
+def _ctx_reads(method: MethodSpec) -> set[str]:
+    """Attributes ``ctx.<attr>`` that ``method`` loads (nested scopes included: closures)."""
+    ctx_name = method.ctx_name
+    found: set[str] = set()
+
+    class _Visitor(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if isinstance(node.value, cst.Name) and node.value.value == ctx_name:
+                found.add(node.attr.value)
+
+    assert method.node is not None
+    method.node.visit(_Visitor())
+    return found
+
+
+class OnceDifferentiable(Rule):
+    """Reports a backward (or vjp) without ``@once_differentiable`` whose result can't be
+    differentiated again correctly, because (a) a value cut off from autograd reaches a
+    ``return``: ``.detach()``, ``.data``, ``.numpy()``, numpy calls, ``torch.from_numpy``,
+    names bound under ``with torch.no_grad()``, or ``.item()``/``.tolist()`` used in
+    arithmetic (as an index or a shape they lose nothing); (b) combined style: forward
+    passes ``save_for_backward`` a name computed from the inputs that is neither an
+    input nor returned; (c) backward reads a ``ctx`` attribute that forward or
+    setup_context set to such a computed tensor (cf. AGL003).  Backwards with a decorator
+    the rule does not know are skipped, as it may apply ``once_differentiable``.
+    Configured non-torch extension calls (catalogue part d) are not checked."""
+
+    code = "AGL009"
+    title = "backward is not correctly double-differentiable but lacks `@once_differentiable`"
+    severity = Severity.ERROR
+    fix = FixSafety.UNSAFE  # add @once_differentiable: double backward then raises instead
+    why = (
+        "Double backward is silently wrong: for f(a)=a·sin a at a=1.5 the true f'' is -1.354768, "
+        "but a backward using an intermediate saved with save_for_backward, a partly numpy "
+        "backward and a tensor kept on ctx all give -1.425505, with no error. A backward that is "
+        "entirely non-differentiable fails with `RuntimeError: element 0 of tensors does not "
+        "require grad and does not have a grad_fn`. With `@once_differentiable` the attempt "
+        "raises `RuntimeError: trying to differentiate twice a function that was marked with "
+        "@once_differentiable`."
+    )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        for name in ("backward", "vjp"):
+            method = function.methods.get(name)
+            if method is None or not ctx.own(method) or method.node is None or ctx.unit(method) is None:
+                continue
+            if method.is_once_differentiable or any(
+                d.qualified_name not in _KNOWN_DECORATORS for d in method.decorators
+            ):
+                continue
+            reason = self._reason(ctx, method)
+            if reason is not None:
+                yield Report(
+                    method.position,
+                    f"{function.name}.{name} is not correctly double-differentiable ({reason}) "
+                    "but is not decorated with @once_differentiable",
+                )
+
+    def _reason(self, ctx: FunctionContext, method: MethodSpec) -> str | None:
+        assert method.node is not None
+        flow = _BackwardFlow(ctx.analysis.imports, method)
+        for _ in range(2):  # a name tainted late in a loop body reaches earlier uses
+            flow.walk(_block(method.node.body), None)
+        if flow.found is not None:
+            line = ctx.position(method, flow.found.source).line
+            return f"its result depends on {flow.found.what} on line {line}"
+        return self._saved_intermediate(ctx) or self._ctx_intermediate(ctx, method)
+
+    @staticmethod
+    def _saved_intermediate(ctx: FunctionContext) -> str | None:
+        function = ctx.function
+        forward = function.method("forward")
+        if function.is_split_style is not False or forward is None or forward.node is None:
+            return None
+        if function.forward_inputs is None:
+            return None
+        intermediates: _Intermediates | None = None
+        for call in forward.calls("save_for_backward"):
+            for arg in call.args:
+                if arg.name is None:
+                    continue
+                if intermediates is None:
+                    intermediates = _Intermediates(function, forward)
+                if intermediates.is_intermediate_name(arg.name):
+                    return (
+                        f"forward saves `{arg.name}`, a tensor computed from the inputs, on line "
+                        f"{call.position.line}; it has no autograd history"
+                    )
+        return None
+
+    @staticmethod
+    def _ctx_intermediate(ctx: FunctionContext, method: MethodSpec) -> str | None:
+        function = ctx.function
+        writers = [function.method("setup_context")]
+        if function.is_split_style is False:
+            writers.append(function.method("forward"))
+        read: set[str] | None = None
+        for writer in writers:
+            if writer is None or writer.node is None or function.forward_inputs is None:
+                continue
+            intermediates: _Intermediates | None = None
+            for write in writer.ctx_writes:
+                if write.value.kind is not Kind.TENSOR:
+                    continue
+                if read is None:
+                    read = _ctx_reads(method)
+                if write.attribute not in read:
+                    continue
+                if intermediates is None:
+                    intermediates = _Intermediates(function, writer)
+                name = write.value.name
+                if name is not None and not intermediates.is_intermediate_name(name):
+                    continue
+                if name is None and not _written_value_is_intermediate(ctx, writer, write, intermediates):
+                    continue
+                return (
+                    f"it reads ctx.{write.attribute}, a tensor computed from the inputs in "
+                    f"{writer.name} on line {write.position.line}; it has no autograd history"
+                )
+        return None
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    ctx.save_for_backward(y)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return grad * y
+            """
+        ),
+        # Trap 8: @once_differentiable, in either order with @staticmethod.
+        Valid(
+            """
+            import numpy as np
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class NpSin(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return torch.from_numpy(np.sin(x.numpy()))
+
+                @once_differentiable
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return grad * torch.from_numpy(np.cos(x.detach().numpy()))
+            """
+        ),
+        # Non-differentiable values used only for indexes, shapes and masks lose nothing;
+        # a bool mask saved in forward has no derivative to lose.
+        Valid(
+            """
+            import torch
+
+            class Relu(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, k):
+                    mask = x > 0
+                    ctx.save_for_backward(mask, k)
+                    return x.clamp(min=0)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    mask, k = ctx.saved_tensors
+                    n = k.item()
+                    positive = grad.detach() > 0
+                    out = grad * mask
+                    return out.narrow(0, 0, n) * positive, None
+            """
+        ),
+        # Trap 11 and 5: inputs and outputs kept on ctx still have autograd history; the
+        # RNG state is no gradient; forward in the base class.
+        Valid(
+            """
+            import torch
+
+            class Base(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.x, ctx.w = x, w
+                    out = x @ w
+                    ctx.out = out
+                    ctx.rng = torch.get_rng_state()
+                    return out
+
+            class MatMul(Base):
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad @ ctx.w.t(), ctx.x.t() @ grad
+            """
+        ),
+        # Trap 3 and 8: *args makes the inputs unknown; an unknown decorator may apply
+        # once_differentiable itself.
+        Valid(
+            """
+            import torch
+            from mylib import my_once_differentiable
+
+            class Many(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, *xs):
+                    total = sum(xs).exp()
+                    ctx.save_for_backward(total)
+                    return total.clone()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (total,) = ctx.saved_tensors
+                    return grad * total
+
+            class Wrapped(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                @my_once_differentiable
+                def backward(ctx, grad):
+                    return grad.detach() * 2
+            """
+        ),
+    ]
+    INVALID = [
+        # (b) an intermediate saved for backward.
+        Invalid(
+            """
+            import torch
+
+            class XSinX(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a):
+                    s = torch.sin(a)
+                    ctx.save_for_backward(a, s)
+                    return a * s
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, s = ctx.saved_tensors
+                    return grad * (s + a * torch.cos(a))
+            """,
+            line=11,
+            message="XSinX.backward is not correctly double-differentiable (forward saves `s`",
+        ),
+        # (a) a numpy round trip reaches the gradient.
+        Invalid(
+            """
+            import numpy as np
+            import torch
+            from torch.autograd import Function
+
+            class NpCos(Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x.cos()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    s = np.sin(x.numpy())
+                    return -grad * torch.from_numpy(s)
+            """,
+            line=12,
+            message="its result depends on `np.sin(...)` (numpy) on line 14",
+        ),
+        # (a) a gradient computed under no_grad; ctx is not called ctx.
+        Invalid(
+            """
+            import torch
+
+            class Square(torch.autograd.Function):
+                @staticmethod
+                def forward(self, x):
+                    self.save_for_backward(x)
+                    return x * x
+
+                @staticmethod
+                def backward(self, grad):
+                    (x,) = self.saved_tensors
+                    with torch.no_grad():
+                        gx = 2 * x * grad
+                    return gx
+            """,
+            line=10,
+            message="`with torch.no_grad()` on line 12",
+        ),
+        # (c) an intermediate kept on ctx.
+        Invalid(
+            """
+            import torch
+
+            class Softplus(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    return torch.log1p(x.exp())
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    (x,) = inputs
+                    ctx.sig = torch.sigmoid(x)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.sig
+            """,
+            line=14,
+            message="it reads ctx.sig, a tensor computed from the inputs in setup_context",
+        ),
+        # (a) .data, and .item() in arithmetic.
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x * w
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, w = ctx.saved_tensors
+                    return grad * w.item(), (grad * x).sum().data
+            """,
+            line=10,
+            message="`.item()` on line 12",
+        ),
+    ]
+
+
+def _written_value_is_intermediate(
+    ctx: FunctionContext, writer: MethodSpec, write: CtxWrite, intermediates: _Intermediates
+) -> bool:
+    """For ``ctx.attr = <expression>``: whether that expression is a computation on the inputs."""
+    if ctx.unit(writer) is None:
+        return False
+    found = False
+
+    class _Visitor(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal found
+            for target in node.targets:
+                if ctx.position(writer, target.target) == write.position:
+                    found = found or intermediates.is_intermediate_value(node.value)
+
+    assert writer.node is not None
+    writer.node.visit(_Visitor())
+    return found
