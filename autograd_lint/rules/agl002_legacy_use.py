@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+import libcst as cst
+
+from autograd_lint.rules.base import (
+    Diagnostic,
+    FixSafety,
+    Fixer,
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import FUNCTION_METHODS, FunctionSpec, MethodSpec
 from autograd_lint.usage import UseKind, function_uses
 
@@ -32,6 +44,40 @@ def _decorators_known(method: MethodSpec) -> bool:
     )
 
 
+class _Fix(Fixer):
+    """(b) only: adds ``@staticmethod`` (outermost) to a reported autograd method that
+    has no ``@staticmethod`` and no ``@classmethod``, when nothing in the file
+    instantiates the class or a subclass of it.  ``apply`` passes ctx as the first
+    argument either way, so calls through ``apply`` behave the same; an instance would
+    bind its own ``self`` instead.  A ``@classmethod`` takes ``cls`` first and is left
+    alone."""
+
+    def __init__(self, analysis: "FileAnalysis", diagnostics: Sequence[Diagnostic]) -> None:
+        super().__init__(analysis, diagnostics)
+        instantiated = {
+            spec.full_name
+            for use in function_uses(analysis)
+            if use.kind in (UseKind.INSTANTIATION, UseKind.INSTANCE_CALL)
+            for spec in use.function.mro()
+        }
+        # Lines of the `def`s to decorate.
+        self.targets = {
+            method.position.line
+            for function in analysis.functions
+            if function.full_name not in instantiated
+            for name, method in function.methods.items()
+            if name in FUNCTION_METHODS
+            and method.defined_in == function.qualname
+            and not (method.is_staticmethod or method.is_classmethod)
+            and method.position.line in self.lines
+        }
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        if self.position(original_node.name).line not in self.targets:
+            return updated_node
+        return updated_node.with_changes(decorators=[cst.Decorator(cst.Name("staticmethod")), *updated_node.decorators])
+
+
 class LegacyUse(Rule):
     """Reports the legacy, instance-based use of a Function: (a) ``Fn(...)`` (an
     instantiation) and ``Fn(...)(...)`` (an instance call) anywhere in the module, where
@@ -46,6 +92,8 @@ class LegacyUse(Rule):
     code = "AGL002"
     title = "Legacy / instance use of a Function"
     severity = Severity.ERROR  # the instance call; instantiation and (b) are warnings
+    fix = FixSafety.SAFE  # (b) only: adds @staticmethod
+    fixer = _Fix
     why = (
         "An instance call raises `RuntimeError: Legacy autograd function with non-static "
         "forward method is deprecated. Please use new-style autograd function with static "
@@ -268,6 +316,76 @@ class LegacyUse(Rule):
             """,
             line=4,
             message="Legacy.forward is not a @staticmethod",
+            fixed="""
+            import torch
+
+            class Legacy(torch.autograd.Function):
+                @staticmethod
+                def forward(self, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(self, grad):
+                    return grad * 2
+            """,
+        ),
+        # The fix adds @staticmethod only where no instance of the class (or of a
+        # subclass) is made in the file: Legacy's methods stay as they are.
+        Invalid(
+            """
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Legacy(torch.autograd.Function):
+                def forward(self, x):
+                    return x * 2
+
+                def backward(self, grad):
+                    return grad * 2
+
+            class Sub(Legacy):
+                pass
+
+            class Other(torch.autograd.Function):
+                # y = 2x
+                def forward(ctx, x):
+                    return x * 2
+
+                @once_differentiable
+                def backward(ctx, grad):
+                    return grad * 2
+
+            legacy = Sub()
+            """,
+            line=20,
+            message="Other.backward is not a @staticmethod",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Legacy(torch.autograd.Function):
+                def forward(self, x):
+                    return x * 2
+
+                def backward(self, grad):
+                    return grad * 2
+
+            class Sub(Legacy):
+                pass
+
+            class Other(torch.autograd.Function):
+                # y = 2x
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    return grad * 2
+
+            legacy = Sub()
+            """,
         ),
         Invalid(
             """
