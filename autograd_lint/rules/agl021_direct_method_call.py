@@ -2,14 +2,49 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+import libcst as cst
+
+from autograd_lint.rules.base import Diagnostic, Fixer, FixSafety, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.spec import Position
 from autograd_lint.usage import UseKind, function_uses, is_test_path
 
 if TYPE_CHECKING:
     from autograd_lint.analysis import FileAnalysis
     from autograd_lint.settings import Settings
+
+
+class _Fix(Fixer):
+    """Rewrites a reported ``Fn.forward(ctx, *args)`` to ``Fn.apply(*args)`` (split style:
+    ``Fn.forward(*args)`` to ``Fn.apply(*args)``), when the style is known and ctx is a
+    plain positional argument.  Unsafe: autograd then records a node and runs the
+    custom backward, and the expression passed as ctx is no longer evaluated.  Calls of
+    backward and the other methods have no ``apply`` form and are left alone."""
+
+    def __init__(self, analysis: "FileAnalysis", diagnostics: Sequence[Diagnostic]) -> None:
+        super().__init__(analysis, diagnostics)
+        # Position of each reported forward call -> whether forward takes ctx first.
+        self.targets: dict[Position, bool] = {
+            use.position: not use.function.is_split_style
+            for use in function_uses(analysis)
+            if use.kind is UseKind.METHOD_CALL
+            and use.method == "forward"
+            and use.function.is_split_style is not None
+            and use.position in self.positions
+        }
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        takes_ctx = self.targets.get(self.position(original_node))
+        func = updated_node.func
+        if takes_ctx is None or not isinstance(func, cst.Attribute):
+            return updated_node
+        args = list(updated_node.args)
+        if takes_ctx:
+            if not args or args[0].keyword is not None or args[0].star:
+                return updated_node
+            args = args[1:]
+        return updated_node.with_changes(func=func.with_changes(attr=cst.Name("apply")), args=args)
 
 
 class DirectMethodCall(Rule):
@@ -27,6 +62,8 @@ class DirectMethodCall(Rule):
     code = "AGL021"
     title = "Function method called directly instead of apply"
     severity = Severity.WARNING
+    fix = FixSafety.UNSAFE  # forward calls only; autograd then records a node
+    fixer = _Fix
     why = (
         "No autograd node is recorded, so the custom backward is silently ignored: "
         "`F.forward(FakeCtx(), a)` gave `grad_fn=ExpBackward0` and the default gradient, and "
@@ -189,6 +226,24 @@ class DirectMethodCall(Rule):
             """,
             line=16,
             message="`Exp.forward(None, x)` calls Exp.forward directly",
+            fixed="""
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    ctx.save_for_backward(y)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return grad * y
+
+            def exp(x):
+                return Exp.apply(x)
+            """,
         ),
         Invalid(
             """
@@ -212,6 +267,25 @@ class DirectMethodCall(Rule):
             """,
             line=16,
             message="so Square's custom backward is never used",
+            fixed="""
+            from torch.autograd import Function
+
+            class Square(Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x * x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return 2 * x * grad
+
+            class Model:
+                def __call__(self, x):
+                    y = Square.apply(x)
+                    return y
+            """,
         ),
         Invalid(
             """
@@ -231,5 +305,54 @@ class DirectMethodCall(Rule):
             """,
             line=13,
             message="calls Clip.backward directly",
+        ),
+        # Split style: forward takes no ctx, so the fix keeps every argument.
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(x, factor):
+                    return x * factor
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.factor = inputs[1]
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.factor, None
+
+            def scale(x, factor=2.0):
+                return Scale.forward(
+                    x,  # the input
+                    factor,
+                )
+            """,
+            line=17,
+            message="calls Scale.forward directly",
+            fixed="""
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(x, factor):
+                    return x * factor
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.factor = inputs[1]
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.factor, None
+
+            def scale(x, factor=2.0):
+                return Scale.apply(
+                    x,  # the input
+                    factor,
+                )
+            """,
         ),
     ]
