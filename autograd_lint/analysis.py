@@ -5,8 +5,9 @@ This is the only place that decides how much of a file libcst parses:
 * nothing, when no class header has a base that can lead to a Function;
 * the candidate class blocks alone, in the common case;
 * the whole module, when a block does not parse on its own or when the module
-  uses one of its Functions outside the class (``Fn(...)``, ``Fn.forward(...)``),
-  which the module-level rules need to see.
+  uses one of its Functions outside the class (``Fn(...)``, ``Fn.forward(...)``,
+  ``Fn.apply([a, b])``, ``Fn.apply`` in a module that uses torch.func), which
+  the module-level rules need to see.
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ from autograd_lint.spec import FUNCTION_METHODS, FunctionSpec
 # Calls that the module-level rules look at: instantiation and direct method calls.
 _USE_TEMPLATE = r"\b(?:{names})\s*(?:\(|\.\s*(?:{methods})\s*\()"
 _CLASS_KEYWORD = re.compile(r"\bclass\s+$")
+# `Fn.apply`: called (group 1 holds the `(`), or referenced (`f = Fn.apply`, `vmap(Fn.apply)`).
+_APPLY_TEMPLATE = r"\b(?:{names})\s*\.\s*apply\b(\s*\()?"
+_ALIAS_TEMPLATE = r"\b(\w+)\s*=\s*(?:{names})\s*\.\s*apply\b(?!\s*\()"
+# The torch.func transforms AGL010 looks at, and the modules that export them.
+TRANSFORMS = frozenset("grad grad_and_value vjp jvp jacrev jacfwd hessian vmap linearize".split())
+TRANSFORM_MODULES = ("torch.func", "functorch")
+# How far to look for the end of an argument list before giving up (and parsing).
+_ARGUMENTS_SCAN_LIMIT = 5000
 
 
 @dataclass
@@ -91,7 +100,8 @@ def analyze(
         return analysis
     names = "|".join(sorted({re.escape(h.name) for h in headers}))
     uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
-    units = None if _is_used(source.text, uses) else _block_units(source, headers)
+    used = _is_used(source.text, uses) or _apply_needs_module(source.text, names, imports)
+    units = None if used else _block_units(source, headers)
     if units is None:
         analysis.whole_module = _parse_whole(source)
         units = [analysis.whole_module]
@@ -108,6 +118,114 @@ def _is_used(text: str, uses: re.Pattern[str]) -> bool:
         if not _CLASS_KEYWORD.search(text, line_start, match.start()):
             return True
     return False
+
+
+def _apply_needs_module(text: str, names: str, imports: ImportMap) -> bool:
+    """Whether ``Fn.apply`` is used in a way a module-level rule looks at.
+
+    That is a container literal among the arguments of ``Fn.apply(...)`` or of a
+    call through an alias ``f = Fn.apply`` (AGL018), or a torch.func transform
+    called on ``Fn.apply``, on its alias, on a ``lambda`` or on a ``def`` whose
+    body uses ``Fn.apply`` (AGL010).  Plain calls ``Fn.apply(x, y)`` keep the fast
+    path that parses class blocks alone.
+    """
+    applies = list(re.finditer(_APPLY_TEMPLATE.format(names=names), text))
+    if not applies:
+        return False
+    aliases = {m.group(1) for m in re.finditer(_ALIAS_TEMPLATE.format(names=names), text)}
+    if any(m.group(1) and _container_argument(text, m.end()) for m in applies):
+        return True
+    if aliases:
+        calls = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(aliases))) + r")\s*\(")
+        if any(_container_argument(text, m.end()) for m in calls.finditer(text)):
+            return True
+    transform_calls = _transform_calls(text, imports)
+    if transform_calls is None:
+        return False
+    apply = re.compile(_APPLY_TEMPLATE.format(names=names))
+    for match in transform_calls.finditer(text):
+        argument = match.group(1)
+        if argument == "lambda" or apply.fullmatch(argument) or argument in aliases:
+            return True
+        if _def_uses(text, argument, apply):
+            return True
+    return False
+
+
+def _transform_calls(text: str, imports: ImportMap) -> re.Pattern[str] | None:
+    """A pattern for calls of torch.func transforms, capturing the first argument's
+    start (``lambda`` or a dotted name); ``None`` when the module can't call one."""
+    spellings = set()
+    if re.search(r"\btorch\s*\.\s*(?:func|vmap)\b", text):
+        spellings.update({r"torch\s*\.\s*func\s*\.\s*\w+", r"torch\s*\.\s*vmap"})
+    for local, target in imports.aliases.items():
+        if target in TRANSFORM_MODULES:
+            spellings.add(re.escape(local) + r"\s*\.\s*\w+")
+        elif target == "torch.vmap" or (
+            target.rpartition(".")[0] in TRANSFORM_MODULES and target.rpartition(".")[2] in TRANSFORMS
+        ):
+            spellings.add(re.escape(local))
+    if not spellings:
+        return None
+    # A lookahead, so that `vmap(grad(f))` finds both calls.
+    return re.compile(r"(?=\b(?:" + "|".join(sorted(spellings)) + r")\s*\(\s*(lambda\b|[\w.]+))")
+
+
+def _def_uses(text: str, name: str, pattern: re.Pattern[str]) -> bool:
+    """Whether a ``def name(...)`` block in ``text`` contains ``pattern`` (by indentation)."""
+    for match in re.finditer(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+" + re.escape(name) + r"\b", text, re.MULTILINE):
+        indent = len(match.group(1))
+        body = text.find("\n", match.end()) + 1 or len(text)
+        end = len(text)
+        # The block ends at the first line indented no deeper than `def` (a
+        # closing bracket of a multi-line signature and comments don't count).
+        for line in re.compile(r"^([ \t]*)([^\s#)\]])", re.MULTILINE).finditer(text, body):
+            if len(line.group(1)) <= indent:
+                end = line.start()
+                break
+        if pattern.search(text, match.end(), end):
+            return True
+    return False
+
+
+def _container_argument(text: str, start: int) -> bool:
+    """Whether an argument of the call whose ``(`` ends at ``start`` opens with a bracket.
+
+    A cheap scan, not a parse: it errs towards True (a parenthesised expression
+    or a bracket in an odd string counts), which only costs a whole-module parse.
+    """
+    depth = 1
+    at_argument = True
+    quote = ""
+    index = start
+    end = min(len(text), start + _ARGUMENTS_SCAN_LIMIT)
+    while index < end:
+        char = text[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+            at_argument = False
+        elif char in "([{":
+            if depth == 1 and at_argument:
+                return True
+            depth += 1
+            at_argument = False
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return False
+        elif char == "," and depth == 1:
+            at_argument = True
+        elif char == "*" and depth == 1 and at_argument:
+            at_argument = False  # `*[a, b]` passes the elements one by one
+        elif not char.isspace():
+            at_argument = False
+        index += 1
+    return index >= end and end < len(text)
 
 
 def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedUnit] | None:
