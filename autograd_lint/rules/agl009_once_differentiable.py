@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import libcst as cst
 
 from autograd_lint.exprs import NON_TENSOR_ATTRIBUTES, NON_TENSOR_BUILTINS, NON_TENSOR_METHODS, dotted_name
 from autograd_lint.imports import ImportMap
-from autograd_lint.rules.base import FixSafety, FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    Diagnostic,
+    FixSafety,
+    Fixer,
+    FunctionContext,
+    ImportRef,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import CtxWrite, FunctionSpec, Kind, MethodSpec
+
+if TYPE_CHECKING:
+    from autograd_lint.analysis import FileAnalysis
 
 # Decorators a backward may carry without hiding a once_differentiable inside them.
 _KNOWN_DECORATORS = frozenset(
@@ -389,6 +403,40 @@ def _ctx_reads(method: MethodSpec) -> set[str]:
     return found
 
 
+_ONCE_DIFFERENTIABLE = ("torch.autograd.function.once_differentiable", "torch.autograd.once_differentiable")
+
+
+class _Fix(Fixer):
+    """Adds ``@once_differentiable`` (innermost, right above the ``def``) to a reported
+    backward or vjp, importing it from ``torch.autograd.function`` when needed.
+    Unsafe: a double backward then raises instead of giving a wrong value.  Left alone:
+    a ``@classmethod`` (the wrapper would take ``cls`` for ctx) and a module where the
+    name ``once_differentiable`` is bound to something else."""
+
+    def __init__(self, analysis: "FileAnalysis", diagnostics: Sequence[Diagnostic]) -> None:
+        super().__init__(analysis, diagnostics)
+        bound = analysis.imports.aliases.get("once_differentiable")
+        usable = bound is None or bound in _ONCE_DIFFERENTIABLE
+        # Lines of the `def`s to decorate.
+        self.targets = {
+            method.position.line
+            for function in analysis.functions
+            for name, method in function.methods.items()
+            if usable
+            and name in ("backward", "vjp")
+            and method.defined_in == function.qualname
+            and not method.is_classmethod
+            and method.position.line in self.lines
+        }
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        if self.position(original_node.name).line not in self.targets:
+            return updated_node
+        self.needed_imports.append(ImportRef("torch.autograd.function", "once_differentiable"))
+        decorator = cst.Decorator(cst.Name("once_differentiable"))
+        return updated_node.with_changes(decorators=[*updated_node.decorators, decorator])
+
+
 class OnceDifferentiable(Rule):
     """Reports a backward (or vjp) without ``@once_differentiable`` whose result can't be
     differentiated again correctly, because (a) a value cut off from autograd reaches a
@@ -405,6 +453,7 @@ class OnceDifferentiable(Rule):
     title = "backward is not correctly double-differentiable but lacks `@once_differentiable`"
     severity = Severity.ERROR
     fix = FixSafety.UNSAFE  # add @once_differentiable: double backward then raises instead
+    fixer = _Fix
     why = (
         "Double backward is silently wrong: for f(a)=a·sin a at a=1.5 the true f'' is -1.354768, "
         "but a backward using an intermediate saved with save_for_backward, a partly numpy "
@@ -628,6 +677,23 @@ class OnceDifferentiable(Rule):
             """,
             line=11,
             message="XSinX.backward is not correctly double-differentiable (forward saves `s`",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class XSinX(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a):
+                    s = torch.sin(a)
+                    ctx.save_for_backward(a, s)
+                    return a * s
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    a, s = ctx.saved_tensors
+                    return grad * (s + a * torch.cos(a))
+            """,
         ),
         # (a) a numpy round trip reaches the gradient.
         Invalid(
@@ -650,6 +716,25 @@ class OnceDifferentiable(Rule):
             """,
             line=12,
             message="its result depends on `np.sin(...)` (numpy) on line 14",
+            fixed="""
+            import numpy as np
+            import torch
+            from torch.autograd import Function
+            from torch.autograd.function import once_differentiable
+
+            class NpCos(Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x.cos()
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    s = np.sin(x.numpy())
+                    return -grad * torch.from_numpy(s)
+            """,
         ),
         # (a) a gradient computed under no_grad; ctx is not called ctx.
         Invalid(
@@ -671,6 +756,24 @@ class OnceDifferentiable(Rule):
             """,
             line=10,
             message="`with torch.no_grad()` on line 12",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Square(torch.autograd.Function):
+                @staticmethod
+                def forward(self, x):
+                    self.save_for_backward(x)
+                    return x * x
+
+                @staticmethod
+                @once_differentiable
+                def backward(self, grad):
+                    (x,) = self.saved_tensors
+                    with torch.no_grad():
+                        gx = 2 * x * grad
+                    return gx
+            """,
         ),
         # (c) an intermediate kept on ctx.
         Invalid(
@@ -693,6 +796,25 @@ class OnceDifferentiable(Rule):
             """,
             line=14,
             message="it reads ctx.sig, a tensor computed from the inputs in setup_context",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Softplus(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    return torch.log1p(x.exp())
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    (x,) = inputs
+                    ctx.sig = torch.sigmoid(x)
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    return grad * ctx.sig
+            """,
         ),
         # (a) .data, and .item() in arithmetic.
         Invalid(
@@ -712,6 +834,22 @@ class OnceDifferentiable(Rule):
             """,
             line=10,
             message="`.item()` on line 12",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x * w
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    x, w = ctx.saved_tensors
+                    return grad * w.item(), (grad * x).sum().data
+            """,
         ),
     ]
 

@@ -71,7 +71,7 @@ def test_fix(rule: type[Rule], example: Invalid) -> None:
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)
 def test_fix_declared_and_shown(rule: type[Rule]) -> None:
-    """A rule with a fixer declares how safe it is, and one example shows it at work."""
+    """A rule has a fixer exactly when it declares a fix, and one example shows it at work."""
+    assert (rule.fixer is None) == (rule.fix is FixSafety.NONE)
     if rule.fixer is not None:
-        assert rule.fix is not FixSafety.NONE
         assert any(example.fixed is not None for example in rule.INVALID)
