@@ -51,3 +51,8 @@ def outcomes_by_class(junit_xml: Path) -> dict[str, Counter[str]]:
         outcome = {"failure": "failed"}.get(next(iter(kinds), ""), next(iter(kinds), "passed"))
         outcomes.setdefault(name, Counter())[outcome] += 1
     return outcomes
+
+
+def reported_test_names(junit_xml: Path) -> set[str]:
+    """The test function names (without parameters) in a JUnit XML report."""
+    return {re.sub(r"\[.*", "", case.get("name", "")) for case in ElementTree.parse(junit_xml).iter("testcase")}

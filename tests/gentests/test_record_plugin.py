@@ -124,8 +124,8 @@ def test_xdist_workers_hand_their_cases_to_the_controller(pytester: pytest.Pytes
         def test_scale():
             Scale.apply(torch.ones(7), 3)
     """)
-    previous = {"format": 1, "functions": {"old.Kept": {"module": "old", "qualname": "Kept", "path": "old.py",
-                                                          "cases": []}}}
+    kept = {"module": "old", "qualname": "Kept", "path": "old.py", "cases": []}
+    previous = {"format": 1, "functions": {"old.Kept": kept}}
     (pytester.path / "rec.json").write_text(json.dumps(previous))
     result = pytester.runpytest_subprocess("-n", "2", "--autograd-record=rec.json", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
