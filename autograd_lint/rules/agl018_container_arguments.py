@@ -1,0 +1,393 @@
+"""AGL018: tensors passed to ``Fn.apply`` inside a list, tuple, dict or set."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator, Mapping
+
+import libcst as cst
+from libcst.metadata import Assignment, MetadataWrapper, Scope, ScopeProvider
+
+from autograd_lint.exprs import TENSOR_ONLY_METHODS, Classifier, annotation_kind, is_literal
+from autograd_lint.imports import ImportMap
+from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+from autograd_lint.spec import FunctionSpec, Kind
+
+if TYPE_CHECKING:
+    from autograd_lint.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
+
+_CONTAINER_WORDS = {
+    cst.List: "a list",
+    cst.Tuple: "a tuple",
+    cst.Set: "a set",
+    cst.Dict: "a dict",
+    cst.ListComp: "a list comprehension",
+    cst.SetComp: "a set comprehension",
+    cst.DictComp: "a dict comprehension",
+    cst.GeneratorExp: "a generator",
+}
+
+
+class ApplyIndex:
+    """The module's uses of ``Fn.apply`` for its own Function classes.
+
+    ``Fn`` counts only when Python's scoping binds it to exactly one ``class``
+    statement of a Function of this module (``Outer.Inner`` follows nested class
+    statements); an alias ``f = Fn.apply`` counts when ``f`` has that one binding.
+    Built from :attr:`FileAnalysis.whole_module`, which the analysis parses when
+    the text shows such a use.
+    """
+
+    def __init__(self, analysis: "FileAnalysis") -> None:
+        unit = analysis.whole_module
+        assert unit is not None
+        self.unit = unit
+        self.imports = analysis.imports
+        positions = {
+            spec.position: spec for spec in analysis.functions if analysis.units.get(spec.qualname) is unit
+        }
+        self.scopes: Mapping[cst.CSTNode, Scope | None] = MetadataWrapper(
+            unit.module, unsafe_skip_copy=True
+        ).resolve(ScopeProvider)
+        self.specs: dict[cst.ClassDef, FunctionSpec] = {}
+        self.values: dict[cst.Name, cst.BaseExpression] = {}  # `name = value` targets
+        self.calls: list[cst.Call] = []
+        self.defs: list[cst.FunctionDef] = []
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        index = self
+
+        class _Collect(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                for child in node.children:
+                    index.parents[child] = node
+                if isinstance(node, cst.ClassDef) and unit.position(node) in positions:
+                    index.specs[node] = positions[unit.position(node)]
+                elif isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        if isinstance(target.target, cst.Name):
+                            index.values[target.target] = node.value
+                elif isinstance(node, cst.Call):
+                    index.calls.append(node)
+                elif isinstance(node, cst.FunctionDef):
+                    index.defs.append(node)
+                return True
+
+        unit.module.visit(_Collect())
+
+    def binding(self, name: cst.Name) -> cst.CSTNode | None:
+        """The node that binds ``name`` where it is used, when there is exactly one."""
+        scope = self.scopes.get(name)
+        if scope is None:
+            return None
+        assignments = list(scope[name.value])
+        if len(assignments) != 1 or not isinstance(assignments[0], Assignment):
+            return None
+        node = assignments[0].node
+        return self.values.get(node, node) if isinstance(node, cst.Name) else node
+
+    def function_class(self, expr: cst.BaseExpression) -> FunctionSpec | None:
+        """The Function ``expr`` names (``Fn`` or ``Outer.Fn``), if syntax can tell."""
+        node = self._class(expr)
+        return self.specs.get(node) if node is not None else None
+
+    def _class(self, expr: cst.BaseExpression) -> cst.ClassDef | None:
+        if isinstance(expr, cst.Name):
+            node = self.binding(expr)
+            return node if isinstance(node, cst.ClassDef) else None
+        if isinstance(expr, cst.Attribute):
+            outer = self._class(expr.value)
+            if outer is None or not isinstance(outer.body, cst.IndentedBlock):
+                return None
+            inner = [s for s in outer.body.body if isinstance(s, cst.ClassDef) and s.name.value == expr.attr.value]
+            return inner[0] if len(inner) == 1 else None
+        return None
+
+    def applied(self, expr: cst.BaseExpression) -> FunctionSpec | None:
+        """The Function whose ``apply`` ``expr`` is: ``Fn.apply``, or an alias of it."""
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "apply":
+            return self.function_class(expr.value)
+        if isinstance(expr, cst.Name):
+            value = self.binding(expr)
+            if isinstance(value, cst.Attribute) and value.attr.value == "apply":
+                return self.function_class(value.value)
+        return None
+
+    def enclosing_def(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, cst.FunctionDef):
+            parent = self.parents.get(parent)
+        return parent
+
+
+def scope_kinds(function: cst.FunctionDef | None, imports: ImportMap, base: Mapping[str, Kind]) -> dict[str, Kind]:
+    """What syntax tells of the names of ``function`` (the parameters' annotations,
+    tensor-only methods called on a name, locals assigned once), over ``base``."""
+    kinds: dict[str, Kind] = dict(base)
+    if function is None:
+        return kinds
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value not in kinds and param.annotation is not None:
+            annotation = cst.Module([]).code_for_node(param.annotation.annotation)
+            kinds[param.name.value] = annotation_kind(annotation)
+    values: dict[str, list[cst.BaseExpression | None]] = {}
+
+    class _Scan(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+                if func.attr.value in TENSOR_ONLY_METHODS and kinds.get(func.value.value, Kind.UNKNOWN) is Kind.UNKNOWN:
+                    kinds[func.value.value] = Kind.TENSOR
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    values.setdefault(target.target.value, []).append(node.value)
+                else:  # unpacking: the names' values are unknown
+                    for element in getattr(target.target, "elements", ()):
+                        if isinstance(element.value, cst.Name):
+                            values.setdefault(element.value.value, []).append(None)
+
+    function.visit(_Scan())
+    for _ in range(2):
+        classifier = Classifier(imports, kinds)
+        for name, assigned in values.items():
+            if name in base:
+                continue
+            found = {classifier.kind(v) if v is not None else Kind.UNKNOWN for v in assigned}
+            kinds[name] = found.pop() if len(found) == 1 else Kind.UNKNOWN
+    return kinds
+
+
+def _elements(container: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(container, (cst.List, cst.Tuple, cst.Set)):
+        return [e.value for e in container.elements]
+    if isinstance(container, cst.Dict):
+        return [e.value for e in container.elements]  # `**other` elements are dicts themselves
+    if isinstance(container, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+        return [container.elt]
+    if isinstance(container, cst.DictComp):
+        return [container.value]
+    return []
+
+
+def _container_of_tensors(annotation: str | None) -> bool:
+    """``List[Tensor]``, ``tuple[torch.Tensor, ...]``, ``Sequence[Tensor]`` and the like."""
+    if annotation is None:
+        return False
+    text = annotation.replace(" ", "")
+    head, _, inner = text.partition("[")
+    return bool(inner) and "Tensor" in inner and head.rsplit(".", 1)[-1].lower() in (
+        "list", "tuple", "sequence", "iterable", "dict", "mapping", "set",
+    )
+
+
+class ContainerArguments(Rule):
+    """Reports a call ``Fn.apply(...)`` (or through an alias ``f = Fn.apply``) for a
+    Function of this module that passes a list, tuple, dict or set literal, or a
+    comprehension, holding a tensor.  Autograd only tracks tensors passed directly,
+    so those tensors get no gradient.  A container counts only when one of its
+    elements is certainly a tensor (a ``torch.*`` call, a tensor-only method, a
+    name annotated ``Tensor`` or used as one), or forward annotates the matching
+    parameter as a container of tensors; containers of shapes, strides or flags
+    (``(stride, stride)``) are left alone, and so is ``*[a, b]``, which passes the
+    elements one by one."""
+
+    code = "AGL018"
+    title = "Tensors passed to `.apply` inside a container"
+    severity = Severity.WARNING
+    why = (
+        "No error: tensors inside a list, tuple or dict argument are not tracked by autograd, so "
+        "the output has `requires_grad == False` (when no other input requires grad) and no "
+        "gradient reaches them."
+    )
+
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
+        if analysis.whole_module is None or not analysis.functions:
+            return
+        index = ApplyIndex(analysis)
+        kinds_by_def: dict[cst.FunctionDef | None, dict[str, Kind]] = {}
+        for call in index.calls:
+            function = index.applied(call.func)
+            if function is None:
+                continue
+            inputs = function.forward_inputs
+            for position, arg in enumerate(call.args):
+                if arg.star or type(arg.value) not in _CONTAINER_WORDS:
+                    continue
+                elements = [e for e in _elements(arg.value) if not is_literal(e)]
+                if not elements:
+                    continue
+                mapped = inputs is not None and arg.keyword is None and not any(a.star for a in call.args[:position])
+                param = inputs[position] if mapped and position < len(inputs) else None  # type: ignore[index,arg-type]
+                declared = param is not None and _container_of_tensors(param.annotation)
+                enclosing = index.enclosing_def(call)
+                if enclosing not in kinds_by_def:
+                    known = _method_kinds(analysis, enclosing)
+                    kinds_by_def[enclosing] = scope_kinds(enclosing, analysis.imports, known)
+                classifier = Classifier(analysis.imports, kinds_by_def[enclosing])
+                tensors = [e for e in elements if classifier.kind(e) is Kind.TENSOR]
+                if not tensors and not declared:
+                    continue
+                shown = ", ".join(f"`{index.unit.code(e)}`" for e in (tensors or elements)[:3])
+                where = f"argument `{arg.keyword.value}`" if arg.keyword else f"argument {position + 1}"
+                yield Report(
+                    index.unit.position(arg.value),
+                    f"{function.name}.apply gets {_CONTAINER_WORDS[type(arg.value)]} holding {shown} "
+                    f"as {where}; autograd does not look inside containers, so no gradient "
+                    "reaches those tensors (pass them as separate arguments)",
+                )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Add(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    return a + b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, grad
+
+            def add_all(tensors):
+                return Add.apply(*[t.float() for t in tensors][:2])
+            """
+        ),
+        # A tuple of shape numbers, not tensors.
+        Valid(
+            """
+            import torch
+
+            class Pool(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, kernel):
+                    ctx.kernel = kernel
+                    return torch.nn.functional.avg_pool2d(x, kernel)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, None
+
+            def pool(x: torch.Tensor, size: int) -> torch.Tensor:
+                return Pool.apply(x, (size, size))
+            """
+        ),
+        # Trap 6: resolve names, don't match them: the parameter `Cat` is not the class.
+        Valid(
+            """
+            import torch
+
+            class Cat(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x.clone()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+
+            def run(Cat, x: torch.Tensor):
+                return Cat.apply([x, x])
+            """
+        ),
+        # Literal-only containers (flags, sizes) carry no tensor.
+        Valid(
+            """
+            import torch
+
+            class Resize(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, size):
+                    return x.new_zeros(size)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return None, None
+
+            out = Resize.apply(torch.ones(2), [3, 4])
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Sum(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, tensors):
+                    return sum(tensors)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return None
+
+            def total(a: torch.Tensor, b: torch.Tensor):
+                return Sum.apply([a, b])
+            """,
+            line=13,
+            message="Sum.apply gets a list holding `a`, `b` as argument 1",
+        ),
+        Invalid(
+            """
+            import torch
+            from typing import List
+
+            class Stack(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, xs: List[torch.Tensor], dim):
+                    return torch.stack(xs, dim)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return None, None
+
+            def stack(inputs, dim):
+                return Stack.apply([x for x in inputs], dim)
+            """,
+            line=14,
+            message="gets a list comprehension holding `x`",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, extra):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2, None
+
+            scale = Scale.apply
+            y = scale(torch.ones(3), {"bias": torch.zeros(3)})
+            """,
+            line=13,
+            message="Scale.apply gets a dict holding `torch.zeros(3)` as argument 2",
+        ),
+    ]
+
+
+def _method_kinds(analysis: "FileAnalysis", function: cst.FunctionDef | None) -> dict[str, Kind]:
+    """The parameter kinds the analysis found, when ``function`` is a Function's method."""
+    if function is None:
+        return {}
+    for spec in analysis.functions:
+        for method in spec.methods.values():
+            if method.node is function:
+                return dict(method.param_kinds)
+    return {}
