@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import warnings
 from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
@@ -123,6 +122,7 @@ class AutogradCov:
         self.recorder: Recorder | None = None
         self.is_worker = hasattr(config, "workerinput")
         self.rows: list[Row] = []
+        self.evidence_note = ""
         if importlib.util.find_spec("torch") is None:
             return
         # The user asked for autograd coverage, so the suite uses torch:
@@ -201,14 +201,11 @@ class AutogradCov:
 
         assert self.recorder is not None
         added = add_evidence(self.recorder.store, CONTEXT_SUFFIX)
-        if added is None:
-            warnings.warn(
-                pytest.PytestWarning(
-                    "autograd-cov: coverage is not running, so the torch.compile "
-                    "evidence recorded was not added anywhere"
-                ),
-                stacklevel=1,
-            )
+        self.evidence_note = (
+            "torch.compile evidence not added: coverage is not running"
+            if added is None
+            else f"torch.compile evidence: {added} file records added to coverage"
+        )
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -264,6 +261,8 @@ class AutogradCov:
             )
         elif missing and _setting(self.config, "autograd_cov_fail_unexercised"):
             terminalreporter.write_line("FAIL: --autograd-cov-fail-unexercised")
+        if self.evidence_note:
+            terminalreporter.write_line(self.evidence_note)
 
 
 def _coverage_source() -> list[str]:

@@ -62,3 +62,62 @@ def run_in_copy(tmp_path_factory: pytest.TempPathFactory, argv: list[str], **env
         timeout=300,
     )
     return Run(root, result.stdout + result.stderr, result.returncode)
+
+
+def _ok(run: Run) -> Run:
+    assert run.returncode == 0, run.output
+    return run
+
+
+@pytest.fixture(scope="session")
+def off(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """coverage's own numbers: our plugin not even loaded."""
+    return _ok(run_in_copy(tmp_path_factory, ["coverage", "run", "-m", "pytest", "-p", "no:autograd_lint_cov"]))
+
+
+@pytest.fixture(scope="session")
+def idle(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Our plugin loaded (entry point) but not enabled."""
+    return _ok(run_in_copy(tmp_path_factory, ["coverage", "run", "-m", "pytest"]))
+
+
+@pytest.fixture(scope="session")
+def lines_on(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return _ok(
+        run_in_copy(
+            tmp_path_factory,
+            ["coverage", "run", "-m", "pytest", "--autograd-cov", "--autograd-cov-json=report.json"],
+        )
+    )
+
+
+@pytest.fixture(scope="session")
+def branch_on(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return _ok(run_in_copy(tmp_path_factory, ["coverage", "run", "--branch", "-m", "pytest", "--autograd-cov"]))
+
+
+@pytest.fixture(scope="session")
+def branch_truth(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The same tests with compilation turned off: what really runs eagerly."""
+    return _ok(
+        run_in_copy(
+            tmp_path_factory,
+            ["coverage", "run", "--branch", "-m", "pytest", "test_compile.py"],
+            TORCH_COMPILE_DISABLE="1",
+        )
+    )
+
+
+@pytest.fixture(scope="session")
+def with_pytest_cov(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return _ok(
+        run_in_copy(
+            tmp_path_factory,
+            ["pytest", "--cov=.", "--cov-branch", "--cov-context=test", "--autograd-cov"],
+        )
+    )
+
+
+@pytest.fixture(scope="session")
+def xdist(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return _ok(run_in_copy(tmp_path_factory, ["pytest", "--cov=.", "--cov-branch", "-n", "2", "--autograd-cov"]))

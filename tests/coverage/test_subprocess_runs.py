@@ -1,82 +1,28 @@
 """Real coverage.py, pytest-cov and xdist runs over the sample project, exact line sets asserted.
 
-Each run is a module-scoped fixture shared by every assertion about it:
-torch.compile is slow, so every scenario is compiled once per run.
+The runs are session fixtures (``conftest.py``) shared by every assertion
+about them: torch.compile is slow, so every scenario is compiled once per run.
 """
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
-from conftest import Run, marked, run_in_copy
+from conftest import Run, marked
 
-pytest.importorskip("torch")
-pytest.importorskip("pytest_cov")
-pytest.importorskip("xdist")
-
-pytestmark = pytest.mark.slow
+# torch only ever runs in the subprocesses.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        any(importlib.util.find_spec(m) is None for m in ("torch", "pytest_cov", "xdist")),
+        reason="needs torch, pytest-cov and pytest-xdist",
+    ),
+]
 
 THREAD_TAGS = ("raw-bwd", "deep-bottom", "tensor-hook", "module-hook")
 COMPILE_FILE = "compilelib.py"
-
-
-def _ok(run: Run) -> Run:
-    assert run.returncode == 0, run.output
-    return run
-
-
-@pytest.fixture(scope="module")
-def off(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """coverage's own numbers: our plugin not even loaded."""
-    return _ok(run_in_copy(tmp_path_factory, ["coverage", "run", "-m", "pytest", "-p", "no:autograd_lint_cov"]))
-
-
-@pytest.fixture(scope="module")
-def idle(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """Our plugin loaded (entry point) but not enabled."""
-    return _ok(run_in_copy(tmp_path_factory, ["coverage", "run", "-m", "pytest"]))
-
-
-@pytest.fixture(scope="module")
-def lines_on(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return _ok(
-        run_in_copy(
-            tmp_path_factory,
-            ["coverage", "run", "-m", "pytest", "--autograd-cov", "--autograd-cov-json=report.json"],
-        )
-    )
-
-
-@pytest.fixture(scope="module")
-def branch_on(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return _ok(run_in_copy(tmp_path_factory, ["coverage", "run", "--branch", "-m", "pytest", "--autograd-cov"]))
-
-
-@pytest.fixture(scope="module")
-def branch_truth(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """The same tests with compilation turned off: what really runs eagerly."""
-    return _ok(
-        run_in_copy(
-            tmp_path_factory,
-            ["coverage", "run", "--branch", "-m", "pytest", "test_compile.py"],
-            TORCH_COMPILE_DISABLE="1",
-        )
-    )
-
-
-@pytest.fixture(scope="module")
-def pytest_cov(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return _ok(
-        run_in_copy(
-            tmp_path_factory,
-            ["pytest", "--cov=.", "--cov-branch", "--cov-context=test", "--autograd-cov"],
-        )
-    )
-
-
-@pytest.fixture(scope="module")
-def xdist(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return _ok(run_in_copy(tmp_path_factory, ["pytest", "--cov=.", "--cov-branch", "-n", "2", "--autograd-cov"]))
 
 
 def test_disabled_plugin_leaves_coverage_numbers_unchanged(off: Run, idle: Run) -> None:
@@ -98,8 +44,8 @@ def test_without_plugin_engine_thread_code_is_missed(off: Run) -> None:
 
 
 @pytest.mark.parametrize("tag", THREAD_TAGS)
-def test_engine_thread_code_is_covered(lines_on: Run, pytest_cov: Run, tag: str) -> None:
-    for run in (lines_on, pytest_cov):
+def test_engine_thread_code_is_covered(lines_on: Run, with_pytest_cov: Run, tag: str) -> None:
+    for run in (lines_on, with_pytest_cov):
         assert marked("threadlib.py", tag) <= run.lines("threadlib.py"), run.output
 
 
@@ -138,24 +84,24 @@ def test_forward_only_leaves_backward_uncovered(lines_on: Run, branch_on: Run, b
         assert marked(COMPILE_FILE, f"{backend}-fwd-bwd-bwd") <= covered
 
 
-def test_compile_evidence_has_its_own_context(pytest_cov: Run) -> None:
-    data = pytest_cov.data()
-    path = str(pytest_cov.root / COMPILE_FILE)
+def test_compile_evidence_has_its_own_context(with_pytest_cov: Run) -> None:
+    data = with_pytest_cov.data()
+    path = str(with_pytest_cov.root / COMPILE_FILE)
     contexts = data.contexts_by_lineno(path)
     (backward_line,) = sorted(marked(COMPILE_FILE, "aot-fwd-bwd-bwd"))[-1:]
     assert contexts[backward_line] == ["test_compile.py::test_compiled[aot_eager-AotFwdBwd-True]|torch.compile"]
     (forward_line,) = sorted(marked(COMPILE_FILE, "eager-fwd-only-fwd"))[-1:]
     assert contexts[forward_line] == ["test_compile.py::test_compiled[eager-EagerFwdOnly-False]|torch.compile"]
     # Engine-thread lines land in the running test's own context.
-    thread_contexts = data.contexts_by_lineno(str(pytest_cov.root / "threadlib.py"))
+    thread_contexts = data.contexts_by_lineno(str(with_pytest_cov.root / "threadlib.py"))
     for line in marked("threadlib.py", "raw-bwd"):
         assert thread_contexts[line] == ["test_threads.py::test_backward_on_raw_thread|run"]
 
 
-def test_pytest_cov_branch_numbers_match_coverage_run(pytest_cov: Run, branch_on: Run) -> None:
+def test_pytest_cov_branch_numbers_match_coverage_run(with_pytest_cov: Run, branch_on: Run) -> None:
     for name in ("threadlib.py", COMPILE_FILE):
-        assert pytest_cov.lines(name) == branch_on.lines(name), name
-        assert pytest_cov.arcs(name) == branch_on.arcs(name), name
+        assert with_pytest_cov.lines(name) == branch_on.lines(name), name
+        assert with_pytest_cov.arcs(name) == branch_on.arcs(name), name
 
 
 def test_xdist_workers_measure_the_same(xdist: Run, branch_on: Run) -> None:
