@@ -201,6 +201,17 @@ def _forward_accepts(function: Any, args: tuple[Any, ...]) -> bool:
     return bool(outputs) and all(bool(torch.isfinite(out).all()) for out in outputs)
 
 
+def _backward_runs(function: Any, args: tuple[Any, ...]) -> bool:
+    """Whether backward returns, with gradients of the right shapes, for these arguments."""
+    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    try:
+        outputs = [out for out in _differentiable_outputs(function.apply(*args)) if out.requires_grad]
+        torch.autograd.grad(outputs, inputs, [torch.ones_like(out) for out in outputs], allow_unused=True)
+    except Exception:  # noqa: BLE001 - any error means "not this candidate"
+        return False
+    return True
+
+
 # The searched shapes, the searched scalar values, and the value domain.
 Resolution = tuple[tuple[tuple[int, ...], ...], tuple[float, ...], Domain]
 # (Function, repr(case)) -> resolution: every check of a case reuses one search;
@@ -217,14 +228,25 @@ def _resolve(function: Any, case: Case) -> Resolution | None:
 
 
 def _search(function: Any, case: Case) -> Resolution | None:
+    """The first candidate both forward and backward accept, else the first forward accepts.
+
+    A forward can accept shapes its backward was not written for (a matrix where a
+    vector was meant); when backward runs on none, the forward's choice still lets
+    the checks report what goes wrong in it.
+    """
+    forward_only: Resolution | None = None
     searched = sum(1 for a in case.args if isinstance(a, TensorArg) and a.shape is None)
     plans = _search_shape_plans(searched) if searched else [()]
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
     for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
-        if _forward_accepts(function, _build(case.args, iter(plan), iter(scalars), domain, SEED)):
+        args = _build(case.args, iter(plan), iter(scalars), domain, SEED)
+        if not _forward_accepts(function, args):
+            continue
+        if _backward_runs(function, args):
             return plan, scalars, domain
-    return None
+        forward_only = forward_only or (plan, scalars, domain)
+    return forward_only
 
 
 def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:

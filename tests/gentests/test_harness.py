@@ -1,0 +1,111 @@
+"""The run-time side of generated tests: searching inputs and the checks themselves."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from autograd_lint.gentests import harness  # noqa: E402
+from autograd_lint.gentests.harness import Case, any_scalar, any_tensor, tensor  # noqa: E402
+
+
+class MatrixVector(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, m, v):
+        ctx.save_for_backward(m, v)
+        return m @ v
+
+    @staticmethod
+    def backward(ctx, grad):
+        m, v = ctx.saved_tensors
+        return torch.outer(grad, v), m.t() @ grad
+
+
+class Log(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.log()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / x
+
+
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        if x.shape != (7, 7, 7):
+            raise ValueError("only 7x7x7")
+        return x**3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class GradForFactor(torch.autograd.Function):
+    """A backward that returns a gradient for its non-tensor ``factor``."""
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.factor, grad.sum()
+
+
+class NotOnceDifferentiable(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def test_the_search_finds_the_shapes_the_forward_accepts() -> None:
+    m, v = harness.make_args(MatrixVector, Case((any_tensor(), any_tensor())))
+    assert (m.shape, v.shape) == ((3, 4), (4,))
+    assert m.dtype == torch.float64 and m.requires_grad
+    harness.check_gradcheck(MatrixVector, Case((any_tensor(), any_tensor())))
+
+
+def test_values_move_to_a_domain_where_the_forward_is_finite() -> None:
+    (x,) = harness.make_args(Log, Case((tensor((5,)),)))
+    assert bool((x > 0).all())
+    harness.check_gradgradcheck(Log, Case((tensor((5,)),)))
+
+
+def test_scalars_are_searched_too() -> None:
+    x, factor = harness.make_args(GradForFactor, Case((any_tensor(), any_scalar())))
+    assert factor == 2
+
+
+def test_no_accepted_candidate_skips_with_the_way_to_record() -> None:
+    with pytest.raises(pytest.skip.Exception, match="pytest --autograd-record"):
+        harness.check_gradcheck(Cube, Case((any_tensor(),)))
+
+
+def test_a_gradient_for_a_non_tensor_input_fails() -> None:
+    with pytest.raises(AssertionError, match=r"non-tensor input\(s\) at position\(s\) \[1\]"):
+        harness.check_non_tensor_grads_are_none(GradForFactor, Case((tensor((3,)), 2.0)))
+
+
+def test_a_differentiable_backward_claimed_once_differentiable_fails() -> None:
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        harness.check_once_differentiable(NotOnceDifferentiable, Case((tensor((3,)),)))
+
+
+def test_cuda_cases_are_marked_to_skip_without_cuda() -> None:
+    mark = harness.requires_device("cuda:0")
+    assert mark.args == (not torch.cuda.is_available(),)
+    assert mark.kwargs["reason"] == "case recorded on cuda:0; cuda is not available here"
+    assert harness.requires_device("cpu").args == (False,)
