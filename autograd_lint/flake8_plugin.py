@@ -4,19 +4,47 @@ flake8 hands each file over on its own, so a Function whose base class is define
 in another file is not recognised here (``autograd-lint check`` analyses whole
 runs); everything else goes through the same analysis and rules.  Selection and
 ``# noqa`` are flake8's own.
+
+The project options come from flake8's own options (``--agl-extra-function-bases``,
+``--agl-allowed-ctx-tensor-attributes``, also read from flake8's config files) and
+otherwise from ``[tool.autograd-lint]`` in the ``pyproject.toml`` nearest the working
+directory.  That table is read even under ``flake8 --isolated``: flake8 consumes that
+flag before plugins see their options, so a plugin cannot tell.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+from dataclasses import replace
 from typing import Any, Iterator, Sequence
+
+from flake8.exceptions import ExecutionError
 
 from autograd_lint import __version__
 from autograd_lint.analysis import analyze
+from autograd_lint.config import ConfigError, find_config, identifiers, load_settings, qualified_names
 from autograd_lint.engine import check_analysis
 from autograd_lint.rules import all_rules
 from autograd_lint.settings import Settings
 from autograd_lint.source import SourceError, SourceFile, module_name
+
+
+def _codes_to_run(options: argparse.Namespace) -> tuple[str, ...]:
+    """Rules on by default, plus those off by default that flake8 was told to select by code.
+
+    flake8 lets an explicit ``--select AGL`` win over a default ignore, so a rule
+    that is off by default runs only when its own code is selected, as with
+    ``autograd-lint check``.
+    """
+    named = {
+        code.strip().upper()
+        for option in ("select", "extend_select")
+        for code in (getattr(options, option, None) or ())
+    }
+    return tuple(
+        rule.code for rule in all_rules() if rule.enabled_by_default or rule.code in named
+    )
 
 
 class AutogradLintChecker:
@@ -24,8 +52,9 @@ class AutogradLintChecker:
 
     name = "autograd-lint"
     version = __version__
-    # Every rule runs; flake8's --select/--ignore/--extend-select decide what shows.
-    settings = Settings(select=tuple(rule.code for rule in all_rules()))
+    # Rules on by default all run; flake8's --select/--ignore/--extend-select decide
+    # what shows.  See _codes_to_run for the rules that are off by default.
+    settings = Settings(select=tuple(rule.code for rule in all_rules() if rule.enabled_by_default))
 
     def __init__(self, tree: ast.AST, lines: Sequence[str], filename: str) -> None:
         self.lines = lines
@@ -37,6 +66,37 @@ class AutogradLintChecker:
         off = [rule.code for rule in all_rules() if not rule.enabled_by_default]
         if off:
             option_manager.extend_default_ignore(off)
+        option_manager.add_option(
+            "--agl-extra-function-bases",
+            default="",
+            parse_from_config=True,
+            comma_separated_list=True,
+            help="qualified names of the project's own autograd.Function base classes (comma separated)",
+        )
+        option_manager.add_option(
+            "--agl-allowed-ctx-tensor-attributes",
+            default="",
+            parse_from_config=True,
+            comma_separated_list=True,
+            help="ctx attributes that may hold tensors on purpose, for AGL003 (comma separated)",
+        )
+
+    @classmethod
+    def parse_options(cls, options: argparse.Namespace) -> None:
+        try:
+            path = find_config(["."])
+            project = load_settings(path) if path else Settings()
+            extra_bases = qualified_names(options.agl_extra_function_bases, "--agl-extra-function-bases")
+            allowed = identifiers(options.agl_allowed_ctx_tensor_attributes, "--agl-allowed-ctx-tensor-attributes")
+        except ConfigError as error:
+            # flake8 prints an ExecutionError's text and exits 1, instead of a traceback.
+            raise ExecutionError(str(error)) from None
+        cls.settings = replace(
+            cls.settings,
+            select=_codes_to_run(options),
+            extra_bases=extra_bases or project.extra_bases,
+            allowed_ctx_tensor_attributes=allowed or project.allowed_ctx_tensor_attributes,
+        )
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         text = "".join(self.lines)
