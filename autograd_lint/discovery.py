@@ -172,7 +172,7 @@ def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJo
                 path not in results
                 and mention is not None
                 and mention.search(source.text)
-                and _has_subclass_header(source.text, simple_names)
+                and _has_subclass_header(source.text)
             )
         ]
     for path in sources:
@@ -194,11 +194,9 @@ def _analyse_all(
         return list(executor.map(_run_in_worker, items, chunksize=4))
 
 
-def _has_subclass_header(text: str, names: set[str]) -> bool:
-    """Whether a class header in ``text`` names one of ``names`` (perhaps dotted) as a base."""
-    return any(
-        base.rsplit(".", 1)[-1] in names for header in class_headers(text) for base in header.base_names
-    )
+def _has_subclass_header(text: str) -> bool:
+    """Whether ``text`` defines a class with a base (which may be an imported Function)."""
+    return bool(class_headers(text))
 
 
 def _words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:

@@ -1,0 +1,195 @@
+"""What counts as an autograd.Function, and what its spec says (no torch needed)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from autograd_lint.analysis import analyze
+from autograd_lint.discovery import discover_functions
+from autograd_lint.settings import Settings
+from autograd_lint.source import SourceFile
+from autograd_lint.spec import Kind, ParamKind
+
+
+def functions(source: str, settings: Settings = Settings()) -> dict[str, object]:
+    text = textwrap.dedent(source).lstrip()
+    analysis = analyze(SourceFile("mod.py", text, "mod"), {}, settings)
+    return {f.qualname: f for f in analysis.functions}
+
+
+def test_every_import_form_resolves() -> None:
+    found = functions(
+        """
+        import torch
+        import torch.autograd as ag
+        from torch.autograd import Function as F
+        from torch.autograd.function import InplaceFunction, Function as Fn2
+        from torch import autograd
+
+        class A(torch.autograd.Function): pass
+        class B(ag.Function): pass
+        class C(F): pass
+        class D(InplaceFunction): pass
+        class E(autograd.function.Function): pass
+        class G(Fn2): pass
+        class H(torch.nn.Module): pass
+        """
+    )
+    assert sorted(found) == ["A", "B", "C", "D", "E", "G"]
+
+
+def test_other_frameworks_function_and_docstring_examples_are_not_functions() -> None:
+    found = functions(
+        '''
+        from chainer import Function
+        import torch
+
+        class NotTorch(Function):
+            def forward(self, inputs): return inputs
+
+        def documented():
+            """Example:
+
+            class InDocstring(torch.autograd.Function):
+                pass
+            """
+
+        class Nested(torch.autograd.NestedIOFunction):
+            pass
+        '''
+    )
+    assert found == {}
+
+
+def test_local_subclasses_nested_classes_and_classes_in_functions() -> None:
+    found = functions(
+        """
+        import torch
+
+        class Base(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y):
+                return x * y
+
+        class Child(Base):
+            @staticmethod
+            def backward(ctx, g):
+                return g, g
+
+        class Grandchild(Child):
+            pass
+
+        class Holder:
+            class Inner(torch.autograd.Function):
+                pass
+
+        def factory():
+            class Made(Base):
+                pass
+            return Made
+        """
+    )
+    assert sorted(found) == ["Base", "Child", "Grandchild", "Holder.Inner", "factory.<locals>.Made"]
+    grandchild = found["Grandchild"]
+    assert grandchild.method("forward").defined_in == "Base"
+    assert grandchild.method("backward").defined_in == "Child"
+    assert grandchild.n_inputs == 2 and grandchild.is_split_style is False
+
+
+def test_spec_holds_signatures_decorators_and_ctx_usage() -> None:
+    spec = functions(
+        """
+        import torch
+        from torch.autograd.function import once_differentiable
+
+        class Op(torch.autograd.Function):
+            generate_vmap_rule = True
+
+            @staticmethod
+            def forward(x, weight, scale: float = 1.0, *, mode="a"):
+                return (x @ weight) * scale
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                x, weight, scale = inputs
+                ctx.save_for_backward(x, weight)
+                ctx.mark_non_differentiable(output)
+                ctx.set_materialize_grads(False)
+                ctx.scale = scale
+
+            @staticmethod
+            @once_differentiable
+            def backward(ctx, grad):
+                x, weight = ctx.saved_tensors
+                gx = grad * weight if ctx.needs_input_grad[0] else None
+                return gx, grad * x, None
+        """
+    )["Op"]
+    assert spec.is_split_style is True and spec.n_inputs == 3 and spec.n_outputs == 1
+    forward = spec.method("forward")
+    assert [p.kind for p in forward.params] == [
+        ParamKind.POSITIONAL, ParamKind.POSITIONAL, ParamKind.POSITIONAL, ParamKind.KEYWORD_ONLY
+    ]
+    assert forward.params[2].annotation == "float" and forward.params[2].default.text == "1.0"
+    setup = spec.method("setup_context")
+    assert [c.api for c in setup.ctx_calls] == [
+        "save_for_backward", "mark_non_differentiable", "set_materialize_grads"
+    ]
+    assert [w.attribute for w in setup.ctx_writes] == ["scale"]
+    backward = spec.method("backward")
+    assert backward.is_staticmethod and backward.is_once_differentiable
+    assert backward.position.line == 20  # the `def`, not the decorators
+    read = backward.reads("saved_tensors")[0]
+    assert read.targets == ("x", "weight") and read.target_is_sequence
+    assert [r.index for r in backward.reads("needs_input_grad[]")] == [0]
+    assert [len(r.elements) for r in backward.returns] == [3]
+    assert backward.returns[0].elements[2].kind is Kind.NONE
+    assert spec.attribute_is_true("generate_vmap_rule")
+
+
+def test_cross_file_bases_are_followed(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "base.py").write_text(
+        "import torch\nclass Base(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, a):\n        return a * 2\n"
+    )
+    (package / "sub" / "impl.py").write_text(
+        "from ..base import Base\nclass Impl(Base):\n    pass\n"
+        "class Deeper(Impl):\n    pass\n"
+    )
+    (package / "other.py").write_text("from pkg.sub.impl import Deeper as D\nclass Last(D):\n    pass\n")
+    found = {f.full_name: f for f in discover_functions([tmp_path])}
+    assert sorted(found) == ["pkg.base.Base", "pkg.other.Last", "pkg.sub.impl.Deeper", "pkg.sub.impl.Impl"]
+    assert found["pkg.other.Last"].n_inputs == 1
+
+
+def test_unresolved_base_makes_missing_methods_unknown() -> None:
+    spec = functions(
+        """
+        import torch
+        from somewhere import Mixin
+
+        class WithMixin(Mixin, torch.autograd.Function):
+            @staticmethod
+            def backward(ctx, g):
+                return g
+        """
+    )["WithMixin"]
+    assert spec.complete is False and spec.n_inputs is None and spec.is_split_style is None
+
+
+def test_configured_extra_base() -> None:
+    found = functions(
+        """
+        from mylib.autograd import FusedBase
+
+        class Kernel(FusedBase):
+            pass
+        """,
+        Settings(extra_bases=frozenset({"mylib.autograd.FusedBase"})),
+    )
+    assert list(found) == ["Kernel"]
