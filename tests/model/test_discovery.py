@@ -139,7 +139,7 @@ def test_spec_holds_signatures_decorators_and_ctx_usage() -> None:
     assert [w.attribute for w in setup.ctx_writes] == ["scale"]
     backward = spec.method("backward")
     assert backward.is_staticmethod and backward.is_once_differentiable
-    assert backward.position.line == 20  # the `def`, not the decorators
+    assert backward.position.line == 21  # the `def`, not the decorators
     read = backward.reads("saved_tensors")[0]
     assert read.targets == ("x", "weight") and read.target_is_sequence
     assert [r.index for r in backward.reads("needs_input_grad[]")] == [0]
