@@ -136,7 +136,7 @@ class Fixer(cst.CSTTransformer):
     The fix pass (:mod:`autograd_lint.fix`) builds one per rule and file with the
     file's analysis and that rule's diagnostics, and visits the freshly parsed module
     through a ``MetadataWrapper``.  A subclass rewrites only nodes that were reported
-    (:meth:`reported`, :meth:`on_reported_line`), leaves anything it cannot rewrite
+    (:meth:`reported`, or a ``def`` on one of :attr:`lines`), leaves anything it cannot rewrite
     for certain as it is (the diagnostic then remains), and lists the imports the new
     code needs in :attr:`needed_imports`, and the ones it may have made unused in
     :attr:`unused_imports` (removed only when nothing else uses them).
@@ -160,10 +160,6 @@ class Fixer(cst.CSTTransformer):
     def reported(self, node: cst.CSTNode) -> bool:
         """True when a diagnostic points at the start of ``node``."""
         return self.position(node) in self.positions
-
-    def on_reported_line(self, node: cst.CSTNode) -> bool:
-        """True when a diagnostic points at the line where ``node`` starts."""
-        return self.position(node).line in self.lines
 
 
 class Rule:
