@@ -201,19 +201,31 @@ def _forward_accepts(function: Any, args: tuple[Any, ...]) -> bool:
     return bool(outputs) and all(bool(torch.isfinite(out).all()) for out in outputs)
 
 
-def _backward_runs(function: Any, args: tuple[Any, ...]) -> bool:
-    """Whether backward returns, with gradients of the right shapes, for these arguments."""
+def _backward_error(function: Any, args: tuple[Any, ...]) -> str | None:
+    """Why backward fails for these arguments (wrong gradient shapes included), or None."""
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     try:
         outputs = [out for out in _differentiable_outputs(function.apply(*args)) if out.requires_grad]
         torch.autograd.grad(outputs, inputs, [torch.ones_like(out) for out in outputs], allow_unused=True)
-    except Exception:  # noqa: BLE001 - any error means "not this candidate"
-        return False
-    return True
+    except Exception as error:  # noqa: BLE001 - any error means "not this candidate"
+        return f"{type(error).__name__}: {error}"
+    return None
 
 
-# The searched shapes, the searched scalar values, and the value domain.
-Resolution = tuple[tuple[tuple[int, ...], ...], tuple[float, ...], Domain]
+@dataclass(frozen=True)
+class Resolution:
+    """The searched shapes and scalar values and the value domain chosen for a case.
+
+    ``backward_error`` is set when backward failed on every candidate the forward
+    accepted: the first such candidate is kept, with the error backward raised.
+    """
+
+    shapes: tuple[tuple[int, ...], ...]
+    scalars: tuple[float, ...]
+    domain: Domain
+    backward_error: str | None = None
+
+
 # (Function, repr(case)) -> resolution: every check of a case reuses one search;
 # repr because literal arguments (lists) need not be hashable.
 _resolved: dict[tuple[Any, str], Resolution | None] = {}
@@ -243,9 +255,10 @@ def _search(function: Any, case: Case) -> Resolution | None:
         args = _build(case.args, iter(plan), iter(scalars), domain, SEED)
         if not _forward_accepts(function, args):
             continue
-        if _backward_runs(function, args):
-            return plan, scalars, domain
-        forward_only = forward_only or (plan, scalars, domain)
+        error = _backward_error(function, args)
+        if error is None:
+            return Resolution(plan, scalars, domain)
+        forward_only = forward_only or Resolution(plan, scalars, domain, error)
     return forward_only
 
 
@@ -257,8 +270,16 @@ def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
                        for a in case.args)
         what = "none of the candidate shapes and values" if searched else "none of the value domains"
         pytest.skip(f"{function.__qualname__}.forward accepted {what}; {RECORD_HINT}")
-    plan, scalars, domain = resolved
-    return _build(case.args, iter(plan), iter(scalars), domain, seed)
+    if resolved.backward_error is not None and (resolved.shapes or resolved.scalars):
+        # With nothing searched there was no choice to explain: the check reports the failure.
+        searched = ", ".join(str(tuple(shape)) for shape in resolved.shapes) or "the searched values"
+        pytest.fail(
+            f"{function.__qualname__}.backward failed: {resolved.backward_error}\n"
+            f"It failed on every searched candidate; forward accepted {searched} first. "
+            f"If the Function is meant for other shapes, {RECORD_HINT}",
+            pytrace=False,
+        )
+    return _build(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed)
 
 
 def _fast_mode(tensors: Sequence[torch.Tensor]) -> bool:

@@ -46,6 +46,17 @@ class Cube(torch.autograd.Function):
         return grad
 
 
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.factor, None
+
+
 class GradForFactor(torch.autograd.Function):
     """A backward that returns a gradient for its non-tensor ``factor``."""
 
@@ -85,7 +96,7 @@ def test_values_move_to_a_domain_where_the_forward_is_finite() -> None:
 
 
 def test_scalars_are_searched_too() -> None:
-    x, factor = harness.make_args(GradForFactor, Case((any_tensor(), any_scalar())))
+    x, factor = harness.make_args(Scale, Case((any_tensor(), any_scalar())))
     assert factor == 2
 
 
@@ -109,3 +120,26 @@ def test_cuda_cases_are_marked_to_skip_without_cuda() -> None:
     assert mark.args == (not torch.cuda.is_available(),)
     assert mark.kwargs["reason"] == "case recorded on cuda:0; cuda is not available here"
     assert harness.requires_device("cpu").args == (False,)
+
+
+class Affine(torch.autograd.Function):
+    """x @ w.T + b, whose backward only works for a vector bias."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        return x @ w.t() + b
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w, grad.t() @ x, grad.sum(0)
+
+
+def test_a_backward_failing_on_every_candidate_fails_with_the_way_to_record() -> None:
+    with pytest.raises(pytest.fail.Exception) as failure:
+        harness.check_gradcheck(Affine, Case((any_tensor(), any_tensor(), any_tensor())))
+    message = str(failure.value)
+    assert message.startswith("Affine.backward failed: RuntimeError: Function AffineBackward returned an invalid")
+    assert "forward accepted (3, 3), (3, 3), (3, 3) first" in message and "pytest --autograd-record" in message
+    harness.check_gradcheck(Affine, Case((tensor((5, 3)), tensor((2, 3)), tensor((2,)))))
