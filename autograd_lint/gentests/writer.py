@@ -46,11 +46,6 @@ def split_hash(text: str) -> tuple[str, str] | None:
     return match.group(1), text[match.end() + 1:]
 
 
-def is_generated_unedited(text: str) -> bool:
-    parts = split_hash(text)
-    return parts is not None and parts[0] == content_hash(parts[1])
-
-
 def file_state(path: str, new_text: str) -> FileState:
     try:
         with open(path, encoding="utf-8", newline="") as handle:
