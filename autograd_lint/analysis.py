@@ -36,9 +36,12 @@ from autograd_lint.spec import FUNCTION_METHODS, FunctionSpec
 # Calls that the module-level rules look at: instantiation and direct method calls.
 _USE_TEMPLATE = r"\b(?:{names})\s*(?:\(|\.\s*(?:{methods})\s*\()"
 _CLASS_KEYWORD = re.compile(r"\bclass\s+$")
-# `Fn.apply`: called (group 1 holds the `(`), or referenced (`f = Fn.apply`, `vmap(Fn.apply)`).
-_APPLY_TEMPLATE = r"\b(?:{names})\s*\.\s*apply\b(\s*\()?"
-_ALIAS_TEMPLATE = r"\b(\w+)\s*=\s*(?:{names})\s*\.\s*apply\b(?!\s*\()"
+# `Fn.apply`, found from the word `apply` (a literal, which `re` finds fast): group 1
+# holds the `(` of a call.  What precedes it, `Fn.` or an alias `f = Fn.`, is
+# checked on a short window before it.
+_APPLY = re.compile(r"apply\b(\s*\()?")
+_BEFORE_APPLY_TEMPLATE = r"(?:(\w+)\s*=\s*)?\b(?:{names})\s*\.\s*$"
+_BEFORE_APPLY_WINDOW = 200
 # The torch.func transforms AGL010 looks at, and the modules that export them.
 TRANSFORMS = frozenset("grad grad_and_value vjp jvp jacrev jacfwd hessian vmap linearize".split())
 TRANSFORM_MODULES = ("torch.func", "functorch")
@@ -129,12 +132,20 @@ def _apply_needs_module(text: str, names: str, imports: ImportMap) -> bool:
     body uses ``Fn.apply`` (AGL010).  Plain calls ``Fn.apply(x, y)`` keep the fast
     path that parses class blocks alone.
     """
-    applies = list(re.finditer(_APPLY_TEMPLATE.format(names=names), text))
-    if not applies:
+    before = re.compile(_BEFORE_APPLY_TEMPLATE.format(names=names))
+    applied = False
+    aliases: set[str] = set()
+    for match in _APPLY.finditer(text):
+        prefix = before.search(text, max(0, match.start() - _BEFORE_APPLY_WINDOW), match.start())
+        if prefix is None:
+            continue
+        if match.group(1) and _container_argument(text, match.end()):
+            return True
+        applied = True
+        if prefix.group(1) is not None and not match.group(1):
+            aliases.add(prefix.group(1))
+    if not applied:
         return False
-    aliases = {m.group(1) for m in re.finditer(_ALIAS_TEMPLATE.format(names=names), text)}
-    if any(m.group(1) and _container_argument(text, m.end()) for m in applies):
-        return True
     if aliases:
         calls = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(aliases))) + r")\s*\(")
         if any(_container_argument(text, m.end()) for m in calls.finditer(text)):
@@ -142,8 +153,11 @@ def _apply_needs_module(text: str, names: str, imports: ImportMap) -> bool:
     transform_calls = _transform_calls(text, imports)
     if transform_calls is None:
         return False
-    apply = re.compile(_APPLY_TEMPLATE.format(names=names))
-    for match in transform_calls.finditer(text):
+    apply = re.compile(r"\b(?:" + names + r")\s*\.\s*apply\b")
+    position = 0
+    # Searched one start at a time, so that `vmap(grad(f))` finds both calls.
+    while (match := transform_calls.search(text, position)) is not None:
+        position = match.start() + 1
         argument = match.group(1)
         if argument == "lambda" or apply.fullmatch(argument) or argument in aliases:
             return True
@@ -156,7 +170,7 @@ def _transform_calls(text: str, imports: ImportMap) -> re.Pattern[str] | None:
     """A pattern for calls of torch.func transforms, capturing the first argument's
     start (``lambda`` or a dotted name); ``None`` when the module can't call one."""
     spellings = set()
-    if re.search(r"\btorch\s*\.\s*(?:func|vmap)\b", text):
+    if re.search(r"torch\s*\.\s*(?:func|vmap)\b", text):
         spellings.update({r"torch\s*\.\s*func\s*\.\s*\w+", r"torch\s*\.\s*vmap"})
     for local, target in imports.aliases.items():
         if target in TRANSFORM_MODULES:
@@ -167,8 +181,7 @@ def _transform_calls(text: str, imports: ImportMap) -> re.Pattern[str] | None:
             spellings.add(re.escape(local))
     if not spellings:
         return None
-    # A lookahead, so that `vmap(grad(f))` finds both calls.
-    return re.compile(r"(?=\b(?:" + "|".join(sorted(spellings)) + r")\s*\(\s*(lambda\b|[\w.]+))")
+    return re.compile(r"\b(?:" + "|".join(sorted(spellings)) + r")\s*\(\s*(lambda\b|[\w.]+)")
 
 
 def _def_uses(text: str, name: str, pattern: re.Pattern[str]) -> bool:
