@@ -1,4 +1,4 @@
-"""Rendering a check's findings for people and machines: ``text`` and ``json``.
+"""Rendering a check's findings for people and machines: ``text``, ``json``, ``sarif`` and ``github``.
 
 Every format receives the same :class:`CheckOutcome`, so that switching formats
 never changes what is reported.
@@ -7,11 +7,16 @@ never changes what is reported.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
+from urllib.parse import quote
 
-from autograd_lint.rules import rule_by_code
-from autograd_lint.rules.base import Diagnostic
+from autograd_lint import __version__
+from autograd_lint.docs import rule_page, what_it_does
+from autograd_lint.rules import all_rules, rule_by_code
+from autograd_lint.rules.base import Diagnostic, Rule, Severity
 from autograd_lint.source import SourceError
 
 
@@ -66,4 +71,123 @@ def render_json(outcome: CheckOutcome) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
-FORMATS: dict[str, Callable[[CheckOutcome], str]] = {"text": render_text, "json": render_json}
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+_SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+# Relative artifact URIs are resolved against this base, the directory the check ran in.
+_SRCROOT = "%SRCROOT%"
+
+
+def _artifact_location(path: str, root: Path) -> dict[str, str]:
+    """A relative URI under ``root`` when ``path`` is inside it, else an absolute ``file:`` URI."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        relative = absolute.relative_to(root)
+    except ValueError:
+        return {"uri": absolute.as_uri()}
+    return {"uri": quote(relative.as_posix()), "uriBaseId": _SRCROOT}
+
+
+def _sarif_rule(rule: type[Rule]) -> dict[str, object]:
+    return {
+        "id": rule.code,
+        "name": rule.__name__,
+        "shortDescription": {"text": rule.title},
+        "fullDescription": {"text": what_it_does(rule)},
+        "help": {"text": rule.why, "markdown": rule_page(rule)},
+        "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity], "enabled": rule.enabled_by_default},
+    }
+
+
+def render_sarif(outcome: CheckOutcome) -> str:
+    """A SARIF 2.1.0 log with one run: the rule catalogue, the findings, and unreadable files as notifications."""
+    root = Path(os.getcwd())
+    rules = all_rules()
+    index = {rule.code: position for position, rule in enumerate(rules)}
+    results = [
+        {
+            "ruleId": d.code,
+            "ruleIndex": index[d.code],
+            "level": _SARIF_LEVEL[d.severity],
+            "message": {"text": d.message},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": _artifact_location(d.path, root),
+                        "region": {"startLine": d.line, "startColumn": d.column + 1},
+                    }
+                }
+            ],
+        }
+        for d in outcome.diagnostics
+    ]
+    notifications = [
+        {
+            "level": "error",
+            "message": {"text": error.problem},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": _artifact_location(error.path, root),
+                        **({"region": {"startLine": error.line}} if error.line else {}),
+                    }
+                }
+            ],
+        }
+        for error in outcome.errors
+    ]
+    run = {
+        "tool": {
+            "driver": {
+                "name": "autograd-lint",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "rules": [_sarif_rule(rule) for rule in rules],
+            }
+        },
+        "invocations": [{"executionSuccessful": not outcome.errors, "toolExecutionNotifications": notifications}],
+        "originalUriBaseIds": {_SRCROOT: {"uri": root.as_uri().rstrip("/") + "/"}},
+        # Columns count characters, as Python (and flake8) count them, not UTF-16 code units.
+        "columnKind": "unicodeCodePoints",
+        "results": results,
+    }
+    return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2) + "\n"
+
+
+_GITHUB_COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def _github_data(text: str) -> str:
+    """Escaping of a workflow command's message, as the GitHub Actions runner unescapes it."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _github_property(text: str) -> str:
+    """Escaping of a workflow command's property value, which also ends at ``,`` and ``:``."""
+    return _github_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _github_command(command: str, message: str, **properties: object) -> str:
+    listed = ",".join(f"{key}={_github_property(str(value))}" for key, value in properties.items())
+    return f"::{command} {listed}::{_github_data(message)}"
+
+
+def render_github(outcome: CheckOutcome) -> str:
+    """GitHub Actions workflow commands: one annotation per finding and per file that could not be checked."""
+    lines = [
+        _github_command(
+            _GITHUB_COMMAND[d.severity], d.message, file=d.path, line=d.line, col=d.column + 1, title=d.code
+        )
+        for d in outcome.diagnostics
+    ]
+    for error in outcome.errors:
+        where = {"file": error.path, **({"line": error.line} if error.line else {})}
+        lines.append(_github_command("error", error.problem, **where, title="autograd-lint"))
+    return "".join(line + "\n" for line in lines)
+
+
+FORMATS: dict[str, Callable[[CheckOutcome], str]] = {
+    "text": render_text,
+    "json": render_json,
+    "sarif": render_sarif,
+    "github": render_github,
+}

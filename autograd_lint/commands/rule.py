@@ -5,27 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from autograd_lint.docs import rule_page
 from autograd_lint.rules import all_rules, rule_by_code
-from autograd_lint.rules.base import Rule
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("code", nargs="?", help="a rule code, e.g. AGL001")
     parser.add_argument("--all", action="store_true", help="list every rule")
-
-
-def rule_page(rule: type[Rule]) -> str:
-    """The rule's documentation as Markdown, built from the rule class itself."""
-    valid, invalid = rule.VALID[0].source, rule.INVALID[0].source
-    default = "" if rule.enabled_by_default else " Off by default: enable it with `--extend-select " + rule.code + "`."
-    return (
-        f"# {rule.code}: {rule.title}\n\n"
-        f"Severity: {rule.severity.value}. Fix: {rule.fix.value}.{default}\n\n"
-        f"## What it does\n\n{rule.what_it_does()}\n\n"
-        f"## Why is this bad?\n\n{rule.why}\n\n"
-        f"## Example\n\n```python\n{invalid}```\n\n"
-        f"## Use instead\n\n```python\n{valid}```\n"
-    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,154 @@
+"""``[tool.autograd-lint]`` in ``pyproject.toml``: finding it, checking it, and turning it into :class:`Settings`.
+
+Discovery follows ruff: the configuration is the closest ``pyproject.toml``
+that has a ``[tool.autograd-lint]`` table, looking first in the directory that
+holds every checked path and then in each parent up to the filesystem root;
+a ``pyproject.toml`` without the table is passed over.  Unlike ruff, one run
+uses one configuration for all its files, because a Function's base class may
+live in another file and both must be analysed with the same settings.
+
+Every problem with a configuration is a :class:`ConfigError` whose text is the
+one line a front end prints: the file, the key, and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from autograd_lint.settings import Settings
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # tomllib is new in 3.11; tomli is the same parser, published on its own.
+    import tomli as tomllib
+
+CONFIG_FILE = "pyproject.toml"
+TABLE = "tool.autograd-lint"
+
+# A rule code or a prefix of one; "ALL" selects every rule.
+_SELECTOR = re.compile(r"^(?:ALL|AGL[0-9]{0,3})$", re.IGNORECASE)
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; ``str()`` is the one line to print."""
+
+
+def selectors(values: Sequence[str], where: str) -> tuple[str, ...]:
+    """``values`` as upper-case rule selectors; :class:`ConfigError` names ``where`` for a bad one."""
+    result = []
+    for value in values:
+        if not isinstance(value, str) or not _SELECTOR.match(value):
+            raise ConfigError(f"{where}: {value!r} is not a rule code or prefix (AGL001, AGL0, AGL or ALL)")
+        result.append(value.upper())
+    return tuple(result)
+
+
+def qualified_names(values: Sequence[str], where: str) -> frozenset[str]:
+    """``values`` as dotted Python names (``pkg.module.Base``)."""
+    for value in values:
+        if not isinstance(value, str) or not all(part.isidentifier() for part in value.split(".")):
+            raise ConfigError(f"{where}: {value!r} is not a qualified name such as 'mypkg.autograd.Base'")
+    return frozenset(values)
+
+
+def identifiers(values: Sequence[str], where: str) -> frozenset[str]:
+    """``values`` as attribute names (``cache``)."""
+    for value in values:
+        if not isinstance(value, str) or not value.isidentifier():
+            raise ConfigError(f"{where}: {value!r} is not an attribute name")
+    return frozenset(values)
+
+
+def _strings(value: object, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return value
+
+
+def _per_file_ignores(value: object, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table of glob = [codes], got {value!r}")
+    return tuple(
+        (glob, selectors(_strings(codes, f"{where} {glob!r}"), f"{where} {glob!r}")) for glob, codes in value.items()
+    )
+
+
+# key -> (Settings field, parse(value, where) -> the field's value)
+KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+    "select": ("select", lambda v, w: selectors(_strings(v, w), w)),
+    "ignore": ("ignore", lambda v, w: selectors(_strings(v, w), w)),
+    "extend-select": ("extend_select", lambda v, w: selectors(_strings(v, w), w)),
+    "per-file-ignores": ("per_file_ignores", _per_file_ignores),
+    "exclude": ("exclude", lambda v, w: tuple(_strings(v, w))),
+    "extend-exclude": ("extend_exclude", lambda v, w: tuple(_strings(v, w))),
+    "extra-function-bases": ("extra_bases", lambda v, w: qualified_names(_strings(v, w), w)),
+    "allowed-ctx-tensor-attributes": ("allowed_ctx_tensor_attributes", lambda v, w: identifiers(_strings(v, w), w)),
+}
+
+
+def _display(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it, as people typed it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def read_table(path: Path) -> dict[str, Any] | None:
+    """The ``[tool.autograd-lint]`` table of the TOML file ``path``, or None when it has none."""
+    try:
+        with open(path, "rb") as file:
+            document = tomllib.load(file)
+    except OSError as error:
+        raise ConfigError(f"{_display(path)}: cannot be read ({error.strerror or error})") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{_display(path)}: invalid TOML ({error})") from None
+    tool = document.get("tool")
+    table = tool.get("autograd-lint") if isinstance(tool, dict) else None
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{_display(path)}: [{TABLE}] must be a table")
+    return table
+
+
+def settings_from_table(table: dict[str, Any], path: Path) -> Settings:
+    """The default settings with the keys of ``table`` (read from ``path``) applied."""
+    changes = {}
+    for key, value in table.items():
+        if key not in KEYS:
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{_display(path)}: [{TABLE}] unknown key {key!r}{hint}")
+        field, parse = KEYS[key]
+        changes[field] = parse(value, f"{_display(path)}: [{TABLE}] {key}")
+    return replace(Settings(), **changes)
+
+
+def find_config(paths: Sequence[str | os.PathLike[str]]) -> Path | None:
+    """The closest ``pyproject.toml`` with a ``[tool.autograd-lint]`` table, above every path in ``paths``."""
+    absolute = [os.path.abspath(p) for p in paths] or [os.getcwd()]
+    try:
+        start = Path(os.path.commonpath(absolute))
+    except ValueError:  # paths on different drives have no common parent
+        start = Path.cwd()
+    if not start.is_dir():
+        start = start.parent
+    for directory in (start, *start.parents):
+        candidate = directory / CONFIG_FILE
+        if candidate.is_file() and read_table(candidate) is not None:
+            return candidate
+    return None
+
+
+def load_settings(path: Path) -> Settings:
+    """The settings that the configuration file ``path`` asks for; it must have the table."""
+    table = read_table(path)
+    if table is None:
+        raise ConfigError(f"{_display(path)}: has no [{TABLE}] table")
+    return settings_from_table(table, path)
+

@@ -1,0 +1,140 @@
+"""``--output-format sarif`` and ``github``, from the real command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autograd_lint.docs import rule_page
+from autograd_lint.output import _github_command
+from autograd_lint.rules import all_rules, rule_by_code
+
+jsonschema = pytest.importorskip("jsonschema")
+
+SCHEMA = Path(__file__).resolve().parents[1] / "fixtures" / "sarif-schema-2.1.0.json"
+BUGGY = textwrap.dedent(
+    """
+    import torch
+
+    class Mul(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a * b
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, b = ctx.saved_tensors
+            return grad * b
+    """
+).lstrip()
+MESSAGE = "Mul.backward returns 1 gradient, but forward takes 2 inputs"
+
+
+def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autograd_lint", "check", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=120,
+    )
+
+
+def validate_sarif(text: str) -> dict:
+    document = json.loads(text)
+    schema = json.loads(SCHEMA.read_text())
+    validator = jsonschema.Draft4Validator(schema, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
+    errors = sorted(validator.iter_errors(document), key=str)
+    assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:5])
+    return document
+
+
+def test_sarif_is_valid_and_complete(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "src dir").mkdir(parents=True)
+    (project / "src dir" / "mul.py").write_text(BUGGY)
+    (project / "syntax.py").write_text("class F(torch.autograd.Function):\n    def forward(ctx x):\n")
+    (tmp_path / "outside.py").write_text(BUGGY)
+    result = check(
+        "--output-format", "sarif", "src dir", "syntax.py", "missing.py", str(tmp_path / "outside.py"),
+        cwd=project,
+    )
+    assert result.returncode == 2
+    document = validate_sarif(result.stdout)
+    assert document["version"] == "2.1.0"
+    (run,) = document["runs"]
+
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == [rule.code for rule in all_rules()]
+    agl001 = rules[[r["id"] for r in rules].index("AGL001")]
+    rule = rule_by_code("AGL001")
+    assert agl001["name"] == rule.__name__
+    assert agl001["shortDescription"]["text"] == rule.title
+    assert agl001["help"] == {"text": rule.why, "markdown": rule_page(rule)}
+    assert agl001["defaultConfiguration"] == {"level": "error", "enabled": True}
+
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == project.resolve().as_uri() + "/"
+    locations = []
+    for found in run["results"]:
+        assert found["ruleId"] == "AGL001" and found["level"] == "error"
+        assert rules[found["ruleIndex"]]["id"] == "AGL001"
+        assert found["message"]["text"] == MESSAGE
+        (location,) = found["locations"]
+        locations.append(location["physicalLocation"])
+    assert {"artifactLocation": {"uri": "src%20dir/mul.py", "uriBaseId": "%SRCROOT%"},
+            "region": {"startLine": 12, "startColumn": 9}} in locations
+    assert {"artifactLocation": {"uri": (tmp_path / "outside.py").as_uri()},
+            "region": {"startLine": 12, "startColumn": 9}} in locations
+    assert len(locations) == 2
+
+    (invocation,) = run["invocations"]
+    assert invocation["executionSuccessful"] is False
+    notified = {
+        n["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]: n
+        for n in invocation["toolExecutionNotifications"]
+    }
+    assert set(notified) == {"syntax.py", "missing.py"}
+    assert notified["syntax.py"]["level"] == "error"
+    assert notified["syntax.py"]["locations"][0]["physicalLocation"]["region"] == {"startLine": 2}
+    assert "no such file" in notified["missing.py"]["message"]["text"]
+
+
+def test_sarif_of_a_clean_run(tmp_path: Path) -> None:
+    (tmp_path / "clean.py").write_text(BUGGY.replace("return grad * b", "return grad * b, grad * a"))
+    result = check("--output-format", "sarif", cwd=tmp_path)
+    assert result.returncode == 0
+    (run,) = validate_sarif(result.stdout)["runs"]
+    assert run["results"] == []
+    assert run["invocations"] == [{"executionSuccessful": True, "toolExecutionNotifications": []}]
+
+
+def test_github_annotations(tmp_path: Path) -> None:
+    (tmp_path / "mul.py").write_text(BUGGY)
+    (tmp_path / "odd,name%.py").write_text(BUGGY)
+    result = check("--output-format", "github", "mul.py", "odd,name%.py", "missing.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stdout.splitlines() == [
+        f"::error file=mul.py,line=12,col=9,title=AGL001::{MESSAGE}",
+        f"::error file=odd%2Cname%25.py,line=12,col=9,title=AGL001::{MESSAGE}",
+        "::error file=missing.py,title=autograd-lint::no such file or directory",
+    ]
+
+
+def test_github_warning_severity(tmp_path: Path) -> None:
+    rule = rule_by_code("AGL021")
+    assert rule is not None and rule.severity.value == "warning"
+    (tmp_path / "direct.py").write_text(rule.INVALID[0].source)
+    result = check("--output-format", "github", "--select", "AGL021", "direct.py", cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines and all(line.startswith("::warning file=direct.py,line=") for line in lines), lines
+    assert all(",title=AGL021::" in line for line in lines)
+
+
+def test_github_escaping() -> None:
+    assert _github_command("error", "50% done\r\nnext: a, b", file="a:b,c%.py", line=3) == (
+        "::error file=a%3Ab%2Cc%25.py,line=3::50%25 done%0D%0Anext: a, b"
+    )
