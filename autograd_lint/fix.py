@@ -91,17 +91,24 @@ def fix_source(
     if not rules or verify(source.text, source.path) is not None:
         return result
     before = Counter(d.code for d in diagnostics)
+    failed: set[str] = set()  # rules whose fix went wrong in this file: not tried again
     for _ in range(_MAX_ROUNDS):
         changed = False
         for rule in rules:
             mine = [d for d in diagnostics if d.code == rule.code]
-            if not mine:
+            if not mine or rule.code in failed:
                 continue
-            text = _apply(rule, analysis, mine)
+            try:
+                text = _apply(rule, analysis, mine)
+            except Exception as error:  # a bug in one fix must not stop the others, nor the file's check
+                failed.add(rule.code)
+                result.errors.append(SourceError(source.path, f"the {rule.code} fix failed: {error!r}"))
+                continue
             if text == analysis.source.text:
                 continue
             problem = verify(text, source.path)
             if problem is not None:
+                failed.add(rule.code)
                 result.errors.append(
                     SourceError(source.path, f"the {rule.code} fix gave code that does not parse ({problem})")
                 )

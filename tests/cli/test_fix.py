@@ -223,3 +223,22 @@ def test_a_fix_that_breaks_the_code_is_not_written(tmp_path: Path, monkeypatch: 
     ]
     assert path.read_text() == FIXABLE
     assert [p.name for p in tmp_path.iterdir()] == ["neg.py"]
+
+
+class _CrashingFixer(Fixer):
+    """A fixer with a bug."""
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        raise KeyError("bug")
+
+
+def test_a_fix_that_crashes_is_reported_and_the_file_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "neg.py"
+    path.write_text(FIXABLE)
+    monkeypatch.setattr(ContainerReturn, "fixer", _CrashingFixer)
+    result = fix_file(str(path), {}, Settings(select=("AGL016",)), unsafe=False, write=True)
+    assert [e.problem for e in result.errors] == ["the AGL016 fix failed: KeyError('bug')"]
+    assert [d.code for d in result.remaining] == ["AGL016"]
+    assert path.read_text() == FIXABLE
