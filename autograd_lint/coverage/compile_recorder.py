@@ -18,6 +18,7 @@ it records anything, and turns itself off when that fails.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -293,6 +294,35 @@ def activate(recorder: Recorder | None) -> None:
     """Make ``recorder`` the one that receives evidence (None switches recording off)."""
     global _active
     _active = recorder
+
+
+def start_at_first_compile(recorder: Recorder, failed: Callable[[str], None]) -> None:
+    """Install, self-test and activate ``recorder`` when ``torch.compile`` is first called.
+
+    ``torch.compile`` only wraps its target, so nothing is being compiled
+    there and the self-test can compile.  ``failed(why)`` is called instead
+    of activating when torch internals changed or the self-test fails.
+    """
+    import torch
+
+    original = torch.compile
+
+    @functools.wraps(original)
+    def compile(*args: Any, **kwargs: Any) -> Any:
+        torch.compile = original
+        try:
+            install()
+        except (ImportError, AttributeError) as error:
+            failed(f"torch internals changed ({error})")
+        else:
+            failure = self_test()
+            if failure is None:
+                activate(recorder)
+            else:
+                failed(f"its self-test failed ({failure})")
+        return original(*args, **kwargs)
+
+    torch.compile = compile
 
 
 def self_test() -> str | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
 from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
@@ -140,38 +141,39 @@ class AutogradCov:
         return bool(_setting(self.config, "autograd_cov_compile")) and os.environ.get(ENV_SWITCH) != "0"
 
     def _start_recorder(self) -> Recorder | None:
-        """Install the compile recorder if this torch supports it and it proves itself."""
+        """Arm the compile recorder if this torch supports it; it starts at the first compile.
+
+        Installing it imports Dynamo and its self-test compiles, so a suite
+        that never calls ``torch.compile`` pays for neither.
+        """
         import torch
 
         from autograd_lint.coverage import compile_recorder
 
         forced = os.environ.get(compile_recorder.ENV_SWITCH) == "force"
         if not forced and not compile_recorder.version_supported(torch.__version__):
-            return self._recorder_off(f"torch {torch.__version__} is not a version it was verified on")
-        try:
-            compile_recorder.install()
-        except (ImportError, AttributeError) as error:
-            return self._recorder_off(f"torch internals changed ({error})")
-        failure = compile_recorder.self_test()
-        if failure is not None:
-            return self._recorder_off(f"its self-test failed ({failure})")
+            self.config.issue_config_time_warning(self._off_warning(
+                f"torch {torch.__version__} is not a version it was verified on"
+            ), stacklevel=2)
+            return None
         recorder = compile_recorder.Recorder()
         recorder.listeners.append(self.tally.on_compiled)
-        compile_recorder.activate(recorder)
+        compile_recorder.start_at_first_compile(recorder, self._recorder_failed)
         return recorder
 
-    def _recorder_off(self, why: str) -> None:
+    def _recorder_failed(self, why: str) -> None:
+        self.recorder = None
+        warnings.warn(self._off_warning(why), stacklevel=1)
+
+    @staticmethod
+    def _off_warning(why: str) -> pytest.PytestWarning:
         from autograd_lint.coverage.compile_recorder import ENV_SWITCH
 
-        self.config.issue_config_time_warning(
-            pytest.PytestWarning(
-                f"autograd-cov: torch.compile recording is off: {why}. Code run only "
-                f"under torch.compile will show as not run. Silence this with "
-                f"--autograd-cov-no-compile or {ENV_SWITCH}=0."
-            ),
-            stacklevel=2,
+        return pytest.PytestWarning(
+            f"autograd-cov: torch.compile recording is off: {why}. Code run only "
+            f"under torch.compile will show as not run. Silence this with "
+            f"--autograd-cov-no-compile or {ENV_SWITCH}=0."
         )
-        return None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:

@@ -22,7 +22,6 @@ import inspect
 import json
 import os
 import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -37,15 +36,6 @@ REPORT_VERSION = 1
 FunctionKey = tuple[str, str]
 # phase -> mode -> thread kind -> count
 Counts = dict[str, dict[str, dict[str, int]]]
-
-
-def thread_kind() -> str:
-    """``main``, ``thread`` (made by :mod:`threading`) or ``native`` (made outside Python)."""
-    current = threading.current_thread()
-    if current is threading.main_thread():
-        return "main"
-    # threading hands out a _DummyThread for a thread it did not start.
-    return "native" if isinstance(current, threading._DummyThread) else "thread"
 
 
 def _function_key(cls: type) -> FunctionKey | None:
@@ -70,50 +60,66 @@ def _torch_dir() -> str:
 
 
 class Tally:
-    """Counts phases per Function class; fed by the bridge and the compile recorder."""
+    """Counts phases per Function class; fed by the bridge and the compile recorder.
+
+    Counting runs once per forward and per backward node, so it is kept to
+    two dictionary lookups: counts are flat while the run lasts.
+    """
 
     def __init__(self) -> None:
-        self.counts: dict[FunctionKey, Counts] = {}
-        self._keys: "weakref.WeakKeyDictionary[type, FunctionKey | None]" = weakref.WeakKeyDictionary()
+        # (class, phase, mode, thread kind) -> count
+        self._flat: dict[tuple[type, str, str, str], int] = {}
+        self._extra: dict[FunctionKey, Counts] = {}
+        # Thread ident -> kind, decided when a thread is first seen.
         self._kinds: dict[int, str] = {}
 
-    def count(self, cls: type, phase: str, mode: str) -> None:
-        try:
-            key = self._keys[cls]
-        except KeyError:
-            key = self._keys[cls] = _function_key(cls)
-        if key is None:
-            return
+    def _kind(self) -> str:
         ident = threading.get_ident()
         kind = self._kinds.get(ident)
         if kind is None:
-            kind = self._kinds[ident] = thread_kind()
-        by_mode = self.counts.setdefault(key, {}).setdefault(phase, {}).setdefault(mode, {})
-        by_mode[kind] = by_mode.get(kind, 0) + 1
+            kind = self._kinds[ident] = _thread_kind(ident)
+        return kind
+
+    def count(self, cls: type, phase: str, mode: str) -> None:
+        key = (cls, phase, mode, self._kind())
+        self._flat[key] = self._flat.get(key, 0) + 1
 
     def on_node(self, node: Any, entry: str) -> None:
         """Bridge listener: the engine entered a Function's backward or jvp."""
         cls = node._forward_cls
+        kind = self._kind()
+        flat = self._flat
         if entry == "apply_jvp":
-            self.count(cls, "jvp", "eager")
-            return
-        self.count(cls, "backward", "eager")
-        if _grad_enabled():
-            self.count(cls, "double_backward", "eager")
+            key = (cls, "jvp", "eager", kind)
+        else:
+            if _is_grad_enabled():
+                double = (cls, "double_backward", "eager", kind)
+                flat[double] = flat.get(double, 0) + 1
+            key = (cls, "backward", "eager", kind)
+        flat[key] = flat.get(key, 0) + 1
 
     def on_compiled(self, cls: type, phase: str) -> None:
         """Compile-recorder listener: compiled code that traced ``cls``'s ``phase`` ran."""
         self.count(cls, phase, "compiled")
 
+    @property
+    def counts(self) -> dict[FunctionKey, Counts]:
+        """phase -> mode -> thread kind -> count per located Function, torch's own left out."""
+        result: dict[FunctionKey, Counts] = {}
+        _merge_into(result, self._extra)
+        keys: dict[type, FunctionKey | None] = {}
+        for (cls, phase, mode, kind), n in self._flat.items():
+            if cls not in keys:
+                keys[cls] = _function_key(cls)
+            key = keys[cls]
+            if key is not None:
+                target = result.setdefault(key, {}).setdefault(phase, {}).setdefault(mode, {})
+                target[kind] = target.get(kind, 0) + n
+        return result
+
     def merge(self, counts: Mapping[FunctionKey, Counts]) -> None:
         """Add counts from another process (an xdist worker)."""
-        for key, phases in counts.items():
-            mine = self.counts.setdefault(key, {})
-            for phase, modes in phases.items():
-                for mode, kinds in modes.items():
-                    target = mine.setdefault(phase, {}).setdefault(mode, {})
-                    for kind, n in kinds.items():
-                        target[kind] = target.get(kind, 0) + n
+        _merge_into(self._extra, counts)
 
     def to_json(self) -> list[dict[str, Any]]:
         return [{"path": p, "qualname": q, "counts": c} for (p, q), c in self.counts.items()]
@@ -123,20 +129,40 @@ class Tally:
         return {(row["path"], row["qualname"]): row["counts"] for row in rows}
 
 
-def _grad_enabled() -> bool:
-    import torch
+def _merge_into(target: dict[FunctionKey, Counts], counts: Mapping[FunctionKey, Counts]) -> None:
+    for key, phases in counts.items():
+        mine = target.setdefault(key, {})
+        for phase, modes in phases.items():
+            for mode, kinds in modes.items():
+                into = mine.setdefault(phase, {}).setdefault(mode, {})
+                for kind, n in kinds.items():
+                    into[kind] = into.get(kind, 0) + n
 
-    return torch.is_grad_enabled()
+
+def _thread_kind(ident: int) -> str:
+    """``main``, ``thread`` (started by :mod:`threading`) or ``native`` (made outside Python).
+
+    Looks the thread up without :func:`threading.current_thread`, which
+    would register a dummy thread object for a native thread.
+    """
+    if ident == threading.main_thread().ident:
+        return "main"
+    for thread in threading.enumerate():
+        if thread.ident == ident and not isinstance(thread, threading._DummyThread):
+            return "thread"
+    return "native"
 
 
 _tally: Tally | None = None
+_is_grad_enabled: Any = None
 
 
 def install(tally: Tally) -> None:
     """Feed ``tally`` from torch: ``Function.apply`` for forward, the bridge for the rest."""
-    global _tally
+    global _tally, _is_grad_enabled
     import torch
 
+    _is_grad_enabled = torch.is_grad_enabled
     if _tally is None:
         original = torch.autograd.Function.__dict__["apply"].__func__
 
