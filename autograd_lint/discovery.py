@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from autograd_lint.analysis import FileAnalysis, analyze, mentions_function, syntax_check
-from autograd_lint.locate import class_headers
 from autograd_lint.settings import Settings
 from autograd_lint.source import SourceError, SourceFile, read_source
 from autograd_lint.spec import FunctionSpec
@@ -33,6 +32,7 @@ from autograd_lint.spec import FunctionSpec
 T = TypeVar("T")
 # Runs in a worker: analyse one file and derive a picklable result from it.
 FileJob = Callable[[FileAnalysis, Settings], T]
+_SUBCLASS_HEADER = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(", re.MULTILINE)
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 8
 
@@ -64,12 +64,15 @@ def iter_targets(paths: Sequence[str | os.PathLike[str]], settings: Settings) ->
 
 
 def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``path``'s name, or the path itself, matches one of the glob ``patterns``."""
     name = os.path.basename(path)
+    if any(fnmatch.fnmatch(name, p) for p in patterns):
+        return True
+    nested = [p for p in patterns if "/" in p]  # only these can match more than the name
+    if not nested:
+        return False
     normalized = Path(path).as_posix()
-    return any(
-        fnmatch.fnmatch(name, p) or fnmatch.fnmatch(normalized, p) or fnmatch.fnmatch(normalized, f"*/{p}")
-        for p in patterns
-    )
+    return any(fnmatch.fnmatch(normalized, p) or fnmatch.fnmatch(normalized, f"*/{p}") for p in nested)
 
 
 @dataclass
@@ -171,8 +174,8 @@ def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJo
             or (
                 path not in results
                 and mention is not None
-                and mention.search(source.text)
                 and _has_subclass_header(source.text)
+                and mention.search(source.text)
             )
         ]
     for path in sources:
@@ -196,14 +199,21 @@ def _analyse_all(
 
 def _has_subclass_header(text: str) -> bool:
     """Whether ``text`` defines a class with a base (which may be an imported Function)."""
-    return bool(class_headers(text))
+    return _SUBCLASS_HEADER.search(text) is not None
 
 
 def _words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    """A regex for any of ``words`` as a whole word, or None for no words.
+
+    The lookahead on first letters lets the engine skip most positions with one
+    character test; a bare alternation of a hundred names is three times slower
+    over the torch tree.
+    """
     unique = sorted(set(words))
     if not unique:
         return None
-    return re.compile(r"\b(?:" + "|".join(map(re.escape, unique)) + r")\b")
+    first_letters = "".join(sorted({re.escape(word[0]) for word in unique}))
+    return re.compile(rf"(?=[{first_letters}])\b(?:" + "|".join(map(re.escape, unique)) + r")\b")
 
 
 def _functions_only(analysis: FileAnalysis, settings: Settings) -> None:

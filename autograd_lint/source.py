@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import tokenize
 from dataclasses import dataclass
-from pathlib import Path
 
 
 class SourceError(Exception):
@@ -77,19 +77,24 @@ def module_name(path: str | os.PathLike[str]) -> str | None:
     ``pkg/sub/mod.py`` gives ``pkg.sub.mod`` when ``pkg`` and ``sub`` hold an
     ``__init__.py``; a file outside any package gives its bare stem.
     """
-    file = Path(path).resolve()
-    if file.suffix not in (".py", ".pyi"):
+    directory, name = os.path.split(os.path.abspath(path))
+    stem, suffix = os.path.splitext(name)
+    if suffix not in (".py", ".pyi"):
         return None
-    parts = [] if file.stem == "__init__" else [file.stem]
-    directory = file.parent
-    while (directory / "__init__.py").is_file():
-        if not directory.name.isidentifier():
-            break
-        parts.insert(0, directory.name)
-        directory = directory.parent
+    prefix = _package_parts(directory)
+    parts = [*prefix] if stem == "__init__" else [*prefix, stem]
     if not parts or not all(p.isidentifier() for p in parts):
         return None
     return ".".join(parts)
+
+
+@functools.lru_cache(maxsize=4096)
+def _package_parts(directory: str) -> tuple[str, ...]:
+    # Cached per directory: a run over a tree asks for every file of a directory.
+    name = os.path.basename(directory)
+    if not name.isidentifier() or not os.path.isfile(os.path.join(directory, "__init__.py")):
+        return ()
+    return (*_package_parts(os.path.dirname(directory)), name)
 
 
 def read_source(path: str) -> SourceFile:
