@@ -62,9 +62,17 @@ class FileAnalysis:
     open_refs: set[str] = field(default_factory=set)
 
 
-def mentions_function(text: str, extra_words: re.Pattern[str] | None = None) -> bool:
-    """The cheapest test: can this text define a Function subclass at all?"""
-    return "Function" in text or (extra_words is not None and extra_words.search(text) is not None)
+def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None = None) -> bool:
+    """The cheapest test: can this file define a subclass of a torch Function?
+
+    Reaching ``torch.autograd.Function`` (or ``InplaceFunction``) takes an import
+    or an attribute chain that spells ``autograd``, except for relative imports
+    inside the ``autograd`` package itself.  Subclasses of Functions defined in
+    other files are found by :func:`autograd_lint.discovery.run`'s later rounds.
+    """
+    if extra_words is not None and extra_words.search(text) is not None:
+        return True
+    return "Function" in text and ("autograd" in text or "autograd" in path)
 
 
 def syntax_check(source: SourceFile) -> None:

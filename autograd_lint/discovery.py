@@ -155,7 +155,7 @@ def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJo
         except SourceError as error:
             errors.append(error)
     extra = _words_pattern(name.rsplit(".", 1)[-1] for name in settings.extra_bases)
-    pending = [p for p, (s, explicit) in sources.items() if explicit or mentions_function(s.text, extra)]
+    pending = [p for p, (s, explicit) in sources.items() if explicit or mentions_function(p, s.text, extra)]
     results: dict[str, FileResult[T]] = {}
     known: dict[str, FunctionSpec] = {}
     while pending:
