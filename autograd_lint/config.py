@@ -151,4 +151,3 @@ def load_settings(path: Path) -> Settings:
     if table is None:
         raise ConfigError(f"{_display(path)}: has no [{TABLE}] table")
     return settings_from_table(table, path)
-

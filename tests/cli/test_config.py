@@ -64,7 +64,8 @@ def codes(result: subprocess.CompletedProcess[str]) -> set[tuple[str, str]]:
 
 
 def configure(directory: Path, table: str) -> None:
-    (directory / "pyproject.toml").write_text("[project]\nname = 'x'\n\n[tool.autograd-lint]\n" + textwrap.dedent(table))
+    header = "[project]\nname = 'x'\n\n[tool.autograd-lint]\n"
+    (directory / "pyproject.toml").write_text(header + textwrap.dedent(table))
 
 
 def test_select_and_ignore_from_config_and_the_flags_on_top(tmp_path: Path) -> None:
@@ -214,7 +215,9 @@ def test_flake8_project_options_from_flags_flake8_config_and_pyproject(tmp_path:
     reported = "ops.py:12:9: AGL001 Mul.backward returns 1 gradient, but forward takes 2 inputs\n"
     on_command_line = flake8("--agl-extra-function-bases", "other.Base,mypkg.autograd.Base", "ops.py", cwd=tmp_path)
     assert on_command_line.stdout == reported, on_command_line.stderr
-    (tmp_path / "setup.cfg").write_text("[flake8]\nagl-extra-function-bases =\n    other.Base,\n    mypkg.autograd.Base\n")
+    (tmp_path / "setup.cfg").write_text(
+        "[flake8]\nagl-extra-function-bases =\n    other.Base,\n    mypkg.autograd.Base\n"
+    )
     assert flake8("ops.py", cwd=tmp_path).stdout == reported
     (tmp_path / "setup.cfg").unlink()
     configure(tmp_path, 'extra-function-bases = ["mypkg.autograd.Base"]\n')
