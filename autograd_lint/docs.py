@@ -9,7 +9,6 @@ pages can never say something the rules do not.
 from __future__ import annotations
 
 import argparse
-import inspect
 import re
 import sys
 from pathlib import Path
@@ -38,15 +37,6 @@ def default_state(rule: type[Rule]) -> str:
     return "on" if rule.enabled_by_default else "off"
 
 
-def what_it_does(rule: type[Rule]) -> str:
-    """The rule's docstring as a paragraph.
-
-    cleandoc, because ``Rule.what_it_does`` keeps the indentation of the lines
-    after the first in docstrings whose text starts on the opening quotes.
-    """
-    return inspect.cleandoc(rule.what_it_does())
-
-
 def rule_page(rule: type[Rule]) -> str:
     """The rule's documentation as Markdown."""
     off = (
@@ -58,7 +48,7 @@ def rule_page(rule: type[Rule]) -> str:
     return (
         f"# {rule.code}: {rule.title}\n\n"
         f"Severity: {rule.severity.value}. Fix: {rule.fix.value}. Default: {default_state(rule)}.{off}\n\n"
-        f"## What it does\n\n{what_it_does(rule)}\n\n"
+        f"## What it does\n\n{rule.what_it_does()}\n\n"
         f"## Why is this bad?\n\n{rule.why}\n\n"
         f"## Example\n\n```python\n{rule.INVALID[0].source}```\n\n"
         f"## Use instead\n\n```python\n{rule.VALID[0].source}```\n\n"

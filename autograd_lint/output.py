@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 from urllib.parse import quote
 
 from autograd_lint import __version__
-from autograd_lint.docs import rule_page, what_it_does
+from autograd_lint.docs import rule_page
 from autograd_lint.rules import all_rules, rule_by_code
 from autograd_lint.rules.base import Diagnostic, Rule, Severity
 from autograd_lint.source import SourceError
@@ -92,7 +92,7 @@ def _sarif_rule(rule: type[Rule]) -> dict[str, object]:
         "id": rule.code,
         "name": rule.__name__,
         "shortDescription": {"text": rule.title},
-        "fullDescription": {"text": what_it_does(rule)},
+        "fullDescription": {"text": rule.what_it_does()},
         "help": {"text": rule.why, "markdown": rule_page(rule)},
         "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity], "enabled": rule.enabled_by_default},
     }

@@ -12,6 +12,7 @@ that can repair what it reports names a :class:`Fixer` (see :mod:`autograd_lint.
 from __future__ import annotations
 
 import enum
+import inspect
 import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
@@ -185,4 +186,5 @@ class Rule:
 
     @classmethod
     def what_it_does(cls) -> str:
-        return textwrap.dedent(cls.__doc__ or "").strip()
+        """The class docstring, without its indentation (it starts on the opening quotes)."""
+        return inspect.cleandoc(cls.__doc__ or "")
