@@ -313,7 +313,7 @@ class _BodyVisitor(cst.CSTVisitor):
     def _leave_loop(self, node: cst.CSTNode) -> None:
         self.loop_depth -= 1
 
-    visit_For = visit_While = visit_ListComp = visit_SetComp = _enter_loop  # type: ignore[assignment]
+    visit_While = visit_ListComp = visit_SetComp = _enter_loop  # type: ignore[assignment]
     visit_DictComp = visit_GeneratorExp = _enter_loop  # type: ignore[assignment]
     leave_For = leave_While = leave_ListComp = leave_SetComp = _leave_loop  # type: ignore[assignment]
     leave_DictComp = leave_GeneratorExp = _leave_loop  # type: ignore[assignment]
