@@ -296,6 +296,117 @@ def inplace_writes(
     return found
 
 
+def bound_names(function: cst.FunctionDef) -> set[str]:
+    """Names that ``function``'s body binds (assignments, loops, ``with``, imports,
+    ``del``, nested ``def``/``class``), not counting nested scopes' own bindings."""
+    found: set[str] = set()
+
+    def add_target(target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            found.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                add_target(element.value)
+        elif isinstance(target, cst.StarredElement):
+            add_target(target.value)
+
+    class _Bindings(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            if node is function:
+                return True
+            found.add(node.name.value)
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            found.add(node.name.value)
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Param(self, node: cst.Param) -> bool:
+            return False  # the method's own parameters are not rebindings
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            add_target(node.target)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            add_target(node.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            add_target(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            add_target(node.target)
+
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            add_target(node.target)
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            add_target(node.name)  # with ... as x, except ... as x, import ... as x
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            add_target(node.target)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            add_target(node.target)
+
+        def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+            if node.asname is None and isinstance(node.name, cst.Name):
+                found.add(node.name.value)
+
+        def visit_Global(self, node: cst.Global) -> None:
+            found.update(n.name.value for n in node.names)
+
+        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+            found.update(n.name.value for n in node.names)
+
+    function.visit(_Bindings())
+    return found
+
+
+def escapes(function: cst.FunctionDef, name: str, *, in_nested_scopes: bool = False) -> bool:
+    """Whether ``function``'s body uses ``name`` other than as ``name.<attr>``: passes it
+    to a call, stores it, returns it..., so that code elsewhere may act on it.
+
+    A nested ``def``/``lambda`` parameter of that name is not a use.  With
+    ``in_nested_scopes``, every use inside a nested ``def``/``class``/``lambda`` counts
+    (``name.<attr>`` and parameters too): the nested code may run anywhere.
+    """
+    receivers: set[int] = set()  # ids of the `name` in `name.<attr>`
+    found = False
+
+    class _Uses(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.nested = 0
+
+        def _enter(self, node: cst.CSTNode) -> bool:
+            self.nested += 1
+            return True
+
+        def _leave(self, node: cst.CSTNode) -> None:
+            self.nested -= 1
+
+        visit_FunctionDef = visit_ClassDef = visit_Lambda = _enter  # type: ignore[assignment]
+        leave_FunctionDef = leave_ClassDef = leave_Lambda = _leave  # type: ignore[assignment]
+
+        def visit_Param(self, node: cst.Param) -> bool:
+            return in_nested_scopes
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            receivers.add(id(node.value))
+
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal found
+            nested = in_nested_scopes and self.nested > 0
+            if node.value == name and (nested or id(node) not in receivers):
+                found = True
+
+    for statement in method_body(function):
+        statement.visit(_Uses())
+    return found
+
+
 def _is_inplace_name(name: str) -> bool:
     return name.endswith("_") and not name.startswith("_") and name not in HARMLESS_INPLACE
 

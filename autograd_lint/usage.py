@@ -1,8 +1,10 @@
-"""Where a module uses its own Function classes other than through ``apply``.
+"""Where a module uses its own Function classes: through ``apply``, and otherwise.
 
-The module-level rules need the calls made on a Function class: ``Fn(...)``
-(instantiation, AGL002), ``Fn(...)(...)`` (a legacy instance call, AGL002) and
-``Fn.forward(...)`` and the other autograd methods (a direct call, AGL021).  They
+:class:`ApplyIndex` finds the module's ``Fn.apply`` calls and aliases (AGL010,
+AGL018).  The module-level rules also need the calls made on a Function class:
+``Fn(...)`` (instantiation, AGL002), ``Fn(...)(...)`` (a legacy instance call,
+AGL002) and ``Fn.forward(...)`` and the other autograd methods (a direct call,
+AGL021).  They
 are found in :attr:`FileAnalysis.whole_module`, which the analysis parses only
 when such a use can exist, and each becomes one :class:`FunctionUse` with the
 guards written around it.
@@ -11,7 +13,8 @@ A name counts as a Function class only when Python's scoping rules bind it to
 exactly one ``class`` statement of a Function in this module (``Outer.Inner``
 follows nested class statements); a parameter, a local or a second binding of
 the same name makes the call unknown, and unknown calls are left out.  Functions
-imported from other modules and aliases such as ``f = Fn.apply`` are out of scope.
+imported from other modules are out of scope, and so are aliases such as
+``f = Fn.apply`` except in :class:`ApplyIndex`.
 """
 
 from __future__ import annotations
@@ -127,6 +130,32 @@ def _class_methods(function: FunctionSpec, defined: Mapping[str, frozenset[str]]
     return frozenset(names)
 
 
+def single_binding(name: cst.Name, scopes: Mapping[cst.CSTNode, Scope | None]) -> cst.CSTNode | None:
+    """The node that binds ``name`` where it is used, when Python's scoping gives exactly one."""
+    scope = scopes.get(name)
+    if scope is None:
+        return None
+    assignments = list(scope[name.value])
+    if len(assignments) != 1 or not isinstance(assignments[0], Assignment):
+        return None
+    return assignments[0].node
+
+
+def named_class(expr: cst.BaseExpression, scopes: Mapping[cst.CSTNode, Scope | None]) -> cst.ClassDef | None:
+    """The single ``class`` statement ``expr`` names (``Outer.Inner`` follows nested
+    class statements), if syntax can tell."""
+    if isinstance(expr, cst.Name):
+        node = single_binding(expr, scopes)
+        return node if isinstance(node, cst.ClassDef) else None
+    if isinstance(expr, cst.Attribute):
+        outer = named_class(expr.value, scopes)
+        if outer is None or not isinstance(outer.body, cst.IndentedBlock):
+            return None
+        inner = [s for s in outer.body.body if isinstance(s, cst.ClassDef) and s.name.value == expr.attr.value]
+        return inner[0] if len(inner) == 1 else None
+    return None
+
+
 class _UseVisitor(cst.CSTVisitor):
     """Collects :class:`FunctionUse` values, keeping the chain of enclosing nodes."""
 
@@ -163,31 +192,8 @@ class _UseVisitor(cst.CSTVisitor):
         self.stack.pop()
 
     # -- resolving names to Function classes ------------------------------------
-    def _class(self, expr: cst.BaseExpression) -> cst.ClassDef | None:
-        """The single ``class`` statement ``expr`` names, if syntax can tell."""
-        if isinstance(expr, cst.Name):
-            scope = self.scopes.get(expr)
-            if scope is None:
-                return None
-            assignments = list(scope[expr.value])
-            if len(assignments) != 1 or not isinstance(assignments[0], Assignment):
-                return None
-            node = assignments[0].node
-            return node if isinstance(node, cst.ClassDef) else None
-        if isinstance(expr, cst.Attribute):
-            outer = self._class(expr.value)
-            if outer is None or not isinstance(outer.body, cst.IndentedBlock):
-                return None
-            inner = [
-                s
-                for s in outer.body.body
-                if isinstance(s, cst.ClassDef) and s.name.value == expr.attr.value
-            ]
-            return inner[0] if len(inner) == 1 else None
-        return None
-
     def _function(self, expr: cst.BaseExpression) -> FunctionSpec | None:
-        node = self._class(expr)
+        node = named_class(expr, self.scopes)
         return self.specs.get(node) if node is not None else None
 
     # -- recording ----------------------------------------------------------------
@@ -300,3 +306,77 @@ def _leaves(suite: cst.BaseSuite) -> bool:
     else:
         small = suite.body  # type: ignore[attr-defined]
     return bool(small) and isinstance(small[-1], (cst.Return, cst.Raise, cst.Continue, cst.Break))
+
+
+class ApplyIndex:
+    """The module's uses of ``Fn.apply`` for its own Function classes.
+
+    ``Fn`` counts only when Python's scoping binds it to exactly one ``class``
+    statement of a Function of this module (``Outer.Inner`` follows nested class
+    statements); an alias ``f = Fn.apply`` counts when ``f`` has that one binding.
+    Built from :attr:`FileAnalysis.whole_module`, which the analysis parses when
+    the text shows such a use.
+    """
+
+    def __init__(self, analysis: "FileAnalysis") -> None:
+        unit = analysis.whole_module
+        assert unit is not None
+        self.unit = unit
+        self.imports = analysis.imports
+        positions = {
+            spec.position: spec for spec in analysis.functions if analysis.units.get(spec.qualname) is unit
+        }
+        self.scopes: Mapping[cst.CSTNode, Scope | None] = MetadataWrapper(
+            unit.module, unsafe_skip_copy=True
+        ).resolve(ScopeProvider)
+        self.specs: dict[cst.ClassDef, FunctionSpec] = {}
+        self.values: dict[cst.Name, cst.BaseExpression] = {}  # `name = value` targets
+        self.calls: list[cst.Call] = []
+        self.defs: list[cst.FunctionDef] = []
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        index = self
+
+        class _Collect(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                for child in node.children:
+                    index.parents[child] = node
+                if isinstance(node, cst.ClassDef) and unit.position(node) in positions:
+                    index.specs[node] = positions[unit.position(node)]
+                elif isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        if isinstance(target.target, cst.Name):
+                            index.values[target.target] = node.value
+                elif isinstance(node, cst.Call):
+                    index.calls.append(node)
+                elif isinstance(node, cst.FunctionDef):
+                    index.defs.append(node)
+                return True
+
+        unit.module.visit(_Collect())
+
+    def binding(self, name: cst.Name) -> cst.CSTNode | None:
+        """The node that binds ``name`` where it is used, when there is exactly one
+        (for ``name = value``, the value)."""
+        node = single_binding(name, self.scopes)
+        return self.values.get(node, node) if isinstance(node, cst.Name) else node
+
+    def function_class(self, expr: cst.BaseExpression) -> FunctionSpec | None:
+        """The Function ``expr`` names (``Fn`` or ``Outer.Fn``), if syntax can tell."""
+        node = named_class(expr, self.scopes)
+        return self.specs.get(node) if node is not None else None
+
+    def applied(self, expr: cst.BaseExpression) -> FunctionSpec | None:
+        """The Function whose ``apply`` ``expr`` is: ``Fn.apply``, or an alias of it."""
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "apply":
+            return self.function_class(expr.value)
+        if isinstance(expr, cst.Name):
+            value = self.binding(expr)
+            if isinstance(value, cst.Attribute) and value.attr.value == "apply":
+                return self.function_class(value.value)
+        return None
+
+    def enclosing_def(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, cst.FunctionDef):
+            parent = self.parents.get(parent)
+        return parent

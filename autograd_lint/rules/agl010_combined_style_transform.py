@@ -8,9 +8,9 @@ import libcst as cst
 
 from autograd_lint.analysis import TRANSFORM_MODULES, TRANSFORMS
 from autograd_lint.exprs import dotted_name
-from autograd_lint.rules.agl018_container_arguments import ApplyIndex
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec
+from autograd_lint.usage import ApplyIndex
 
 if TYPE_CHECKING:
     from autograd_lint.analysis import FileAnalysis

@@ -50,47 +50,17 @@ def _visit_body(method: MethodSpec, visitor: cst.CSTVisitor) -> None:
         statement.visit(visitor)
 
 
-def _ctx_escapes(method: MethodSpec) -> bool:
-    """Whether ctx is used other than as ``ctx.<attribute>`` in the body itself (handed
-    to a helper that may save more, stored, used by a nested function): then the
-    calls we see may not be all of them."""
-    ctx_name = method.ctx_name
-    receivers: set[int] = set()
-    escapes = False
-
-    class _Uses(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.nested = 0
-
-        def _enter(self, node: cst.CSTNode) -> bool:
-            self.nested += 1
-            return True
-
-        def _leave(self, node: cst.CSTNode) -> None:
-            self.nested -= 1
-
-        visit_FunctionDef = visit_ClassDef = visit_Lambda = _enter  # type: ignore[assignment]
-        leave_FunctionDef = leave_ClassDef = leave_Lambda = _leave  # type: ignore[assignment]
-
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            receivers.add(id(node.value))
-
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal escapes
-            if node.value == ctx_name and (self.nested or id(node) not in receivers):
-                escapes = True
-
-    _visit_body(method, _Uses())
-    return escapes
-
-
 def _saved(function: FunctionSpec, api: str) -> Saved | None:
     """The tensors saved by the one ``ctx.<api>(...)`` call of forward/setup_context."""
     split = function.is_split_style
     if split is None:
         return None
     method = function.method("setup_context" if split else "forward")
-    if method is None or method.node is None or method.is_classmethod or _ctx_escapes(method):
+    if method is None or method.node is None or method.is_classmethod:
+        return None
+    # ctx handed to a helper, stored or used by a nested function: the calls we see
+    # may not be all of them.
+    if method.ctx_name is not None and flow.escapes(method.node, method.ctx_name, in_nested_scopes=True):
         return None
     calls = method.calls(api)
     if len(calls) != 1 or calls[0].has_starred:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 import libcst as cst
-from libcst.metadata import Assignment, MetadataWrapper, Scope, ScopeProvider
 
 from autograd_lint.exprs import TENSOR_ONLY_METHODS, Classifier, annotation_kind, is_literal
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import FunctionSpec, Kind
+from autograd_lint.spec import Kind
+from autograd_lint.usage import ApplyIndex
 
 if TYPE_CHECKING:
     from autograd_lint.analysis import FileAnalysis
@@ -26,97 +26,6 @@ _CONTAINER_WORDS = {
     cst.DictComp: "a dict comprehension",
     cst.GeneratorExp: "a generator",
 }
-
-
-class ApplyIndex:
-    """The module's uses of ``Fn.apply`` for its own Function classes.
-
-    ``Fn`` counts only when Python's scoping binds it to exactly one ``class``
-    statement of a Function of this module (``Outer.Inner`` follows nested class
-    statements); an alias ``f = Fn.apply`` counts when ``f`` has that one binding.
-    Built from :attr:`FileAnalysis.whole_module`, which the analysis parses when
-    the text shows such a use.
-    """
-
-    def __init__(self, analysis: "FileAnalysis") -> None:
-        unit = analysis.whole_module
-        assert unit is not None
-        self.unit = unit
-        self.imports = analysis.imports
-        positions = {
-            spec.position: spec for spec in analysis.functions if analysis.units.get(spec.qualname) is unit
-        }
-        self.scopes: Mapping[cst.CSTNode, Scope | None] = MetadataWrapper(
-            unit.module, unsafe_skip_copy=True
-        ).resolve(ScopeProvider)
-        self.specs: dict[cst.ClassDef, FunctionSpec] = {}
-        self.values: dict[cst.Name, cst.BaseExpression] = {}  # `name = value` targets
-        self.calls: list[cst.Call] = []
-        self.defs: list[cst.FunctionDef] = []
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        index = self
-
-        class _Collect(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                for child in node.children:
-                    index.parents[child] = node
-                if isinstance(node, cst.ClassDef) and unit.position(node) in positions:
-                    index.specs[node] = positions[unit.position(node)]
-                elif isinstance(node, cst.Assign):
-                    for target in node.targets:
-                        if isinstance(target.target, cst.Name):
-                            index.values[target.target] = node.value
-                elif isinstance(node, cst.Call):
-                    index.calls.append(node)
-                elif isinstance(node, cst.FunctionDef):
-                    index.defs.append(node)
-                return True
-
-        unit.module.visit(_Collect())
-
-    def binding(self, name: cst.Name) -> cst.CSTNode | None:
-        """The node that binds ``name`` where it is used, when there is exactly one."""
-        scope = self.scopes.get(name)
-        if scope is None:
-            return None
-        assignments = list(scope[name.value])
-        if len(assignments) != 1 or not isinstance(assignments[0], Assignment):
-            return None
-        node = assignments[0].node
-        return self.values.get(node, node) if isinstance(node, cst.Name) else node
-
-    def function_class(self, expr: cst.BaseExpression) -> FunctionSpec | None:
-        """The Function ``expr`` names (``Fn`` or ``Outer.Fn``), if syntax can tell."""
-        node = self._class(expr)
-        return self.specs.get(node) if node is not None else None
-
-    def _class(self, expr: cst.BaseExpression) -> cst.ClassDef | None:
-        if isinstance(expr, cst.Name):
-            node = self.binding(expr)
-            return node if isinstance(node, cst.ClassDef) else None
-        if isinstance(expr, cst.Attribute):
-            outer = self._class(expr.value)
-            if outer is None or not isinstance(outer.body, cst.IndentedBlock):
-                return None
-            inner = [s for s in outer.body.body if isinstance(s, cst.ClassDef) and s.name.value == expr.attr.value]
-            return inner[0] if len(inner) == 1 else None
-        return None
-
-    def applied(self, expr: cst.BaseExpression) -> FunctionSpec | None:
-        """The Function whose ``apply`` ``expr`` is: ``Fn.apply``, or an alias of it."""
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "apply":
-            return self.function_class(expr.value)
-        if isinstance(expr, cst.Name):
-            value = self.binding(expr)
-            if isinstance(value, cst.Attribute) and value.attr.value == "apply":
-                return self.function_class(value.value)
-        return None
-
-    def enclosing_def(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        parent = self.parents.get(node)
-        while parent is not None and not isinstance(parent, cst.FunctionDef):
-            parent = self.parents.get(parent)
-        return parent
 
 
 def scope_kinds(function: cst.FunctionDef | None, imports: ImportMap, base: Mapping[str, Kind]) -> dict[str, Kind]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from autograd_lint.rules._common import argument_range
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec, Return
 
@@ -22,21 +23,6 @@ _NOT_A_TUPLE = {
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def argument_range(function: FunctionSpec) -> tuple[int, int] | None:
-    """How many arguments ``apply`` can pass on to forward's inputs: (fewest, most).
-
-    Split style binds forward's defaults (``bind_default_args``), so every input
-    is passed; combined style passes what the caller wrote, so an input with a
-    default may be left out.  ``None`` when the inputs are unknown.
-    """
-    inputs = function.forward_inputs
-    if inputs is None:
-        return None
-    if function.is_split_style:
-        return len(inputs), len(inputs)
-    return sum(1 for p in inputs if p.default is None), len(inputs)
 
 
 def _returns_not_a_pair(ret: Return) -> str | None:

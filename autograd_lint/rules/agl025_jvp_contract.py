@@ -6,40 +6,14 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.flow import inplace_writes, method_body
-from autograd_lint.rules.agl024_vmap_contract import argument_range
-from autograd_lint.rules.agl028_returns_input_view import bound_names
+from autograd_lint.flow import bound_names, escapes, inplace_writes, method_body
+from autograd_lint.rules._common import argument_range
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec
 
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def _escapes(function: cst.FunctionDef, name: str) -> bool:
-    """Whether ``name`` is used other than as ``name.<attr>``: passed to a call,
-    stored, returned..., so that code elsewhere may act on it."""
-    found = False
-
-    class _Uses(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            # `name.attr` is a use of the attribute; look only further down the chain.
-            if isinstance(node.value, cst.Name) and node.value.value == name:
-                return False
-            return True
-
-        def visit_Param(self, node: cst.Param) -> bool:
-            return False
-
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal found
-            if node.value == name:
-                found = True
-
-    for statement in method_body(function):
-        statement.visit(_Uses())
-    return found
 
 
 def _passed_to_call(function: cst.FunctionDef, name: str) -> bool:
@@ -118,7 +92,7 @@ class JvpContract(Rule):
             return
         unit = ctx.unit(saver)
         ctx_name = saver.ctx_name
-        if unit is None or saver.node is None or ctx_name is None or _escapes(saver.node, ctx_name):
+        if unit is None or saver.node is None or ctx_name is None or escapes(saver.node, ctx_name):
             return  # a helper may call save_for_forward on ctx
         first = min(reads, key=lambda r: (r.position.line, r.position.column))
         yield Report(

@@ -7,6 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.exprs import TENSOR_ONLY_METHODS, annotation_kind
+from autograd_lint.flow import bound_names
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import Kind, MethodSpec, Param
 
@@ -24,75 +25,6 @@ _TENSOR_ONLY_VIEWS = TENSOR_ONLY_METHODS | frozenset(
     "t permute unflatten as_strided unbind chunk movedim unfold".split()
 )
 VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
-
-
-def bound_names(function: cst.FunctionDef) -> set[str]:
-    """Names that ``function``'s body binds (assignments, loops, ``with``, imports,
-    ``del``, nested ``def``/``class``), not counting nested scopes' own bindings."""
-    found: set[str] = set()
-
-    def add_target(target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name):
-            found.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                add_target(element.value)
-        elif isinstance(target, cst.StarredElement):
-            add_target(target.value)
-
-    class _Bindings(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            if node is function:
-                return True
-            found.add(node.name.value)
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            found.add(node.name.value)
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Param(self, node: cst.Param) -> bool:
-            return False  # the method's own parameters are not rebindings
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            add_target(node.target)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            add_target(node.target)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            add_target(node.target)
-
-        def visit_For(self, node: cst.For) -> None:
-            add_target(node.target)
-
-        def visit_CompFor(self, node: cst.CompFor) -> None:
-            add_target(node.target)
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            add_target(node.name)  # with ... as x, except ... as x, import ... as x
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            add_target(node.target)
-
-        def visit_Del(self, node: cst.Del) -> None:
-            add_target(node.target)
-
-        def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
-            if node.asname is None and isinstance(node.name, cst.Name):
-                found.add(node.name.value)
-
-        def visit_Global(self, node: cst.Global) -> None:
-            found.update(n.name.value for n in node.names)
-
-        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-            found.update(n.name.value for n in node.names)
-
-    function.visit(_Bindings())
-    return found
 
 
 def _is_basic_index(node: cst.Subscript) -> bool:

@@ -7,8 +7,8 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.exprs import dotted_name
+from autograd_lint.flow import escapes
 from autograd_lint.imports import ImportMap
-from autograd_lint.rules.agl025_jvp_contract import _escapes
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 # Operations whose cost makes computing an unneeded gradient worth avoiding.
@@ -113,7 +113,7 @@ class NeedsInputGradUnused(Rule):
             if method.reads("needs_input_grad") or method.reads("needs_input_grad[]"):
                 continue
             ctx_name = method.ctx_name
-            if ctx_name is None or _escapes(method.node, ctx_name):
+            if ctx_name is None or escapes(method.node, ctx_name):
                 continue
             unit = ctx.unit(method)
             assert unit is not None
