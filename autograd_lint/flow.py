@@ -3,8 +3,10 @@
 Everything here is intraprocedural and path-insensitive beyond ``if``/``else``:
 it tells how many times something can happen on one path through a body, whether
 a body can end without ``return``, and which names are written in place before
-they are rebound.  Nested ``def``/``lambda``/``class`` bodies never count: they
-do not run where they are written.
+they are rebound.  It also walks one scope of a body for the rules: its blocks,
+``return`` statements, bound names and names that escape to other code.  Nested
+``def``/``lambda``/``class`` bodies never count: they do not run where they are
+written.
 """
 
 from __future__ import annotations
@@ -54,7 +56,39 @@ def count_in(node: cst.CSTNode | None, counter: Counter) -> int:
     return visitor.total
 
 
-def _body(suite: cst.BaseSuite | None) -> Sequence[cst.BaseStatement]:
+class ScopeVisitor(cst.CSTVisitor):
+    """A visitor that stays in one scope: it does not enter a nested ``def``, ``class``
+    or ``lambda``, whose body does not run where it is written.  ``root`` is the
+    function whose own ``def`` a walk may start at."""
+
+    root: cst.FunctionDef | None = None
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.root
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def return_statements(function: cst.FunctionDef) -> list[cst.Return]:
+    """The ``return`` statements of ``function`` itself, in text order (nested scopes excluded)."""
+    found: list[cst.Return] = []
+
+    class _Returns(ScopeVisitor):
+        root = function
+
+        def visit_Return(self, node: cst.Return) -> None:
+            found.append(node)
+
+    function.visit(_Returns())
+    return found
+
+
+def suite_body(suite: cst.BaseSuite | None) -> Sequence[cst.BaseStatement]:
+    """The statements of a block (a one-line block gives one statement; none gives none)."""
     if suite is None:
         return ()
     if isinstance(suite, cst.IndentedBlock):
@@ -80,11 +114,11 @@ def path_counts(body: Sequence[cst.BaseStatement], counter: Counter) -> tuple[in
                 return NEVER, max(ended, through)
         elif isinstance(statement, cst.If):
             test = count_in(statement.test, counter)
-            body_through, body_ended = path_counts(_body(statement.body), counter)
+            body_through, body_ended = path_counts(suite_body(statement.body), counter)
             if isinstance(statement.orelse, cst.If):
                 else_through, else_ended = path_counts([statement.orelse], counter)
             elif isinstance(statement.orelse, cst.Else):
-                else_through, else_ended = path_counts(_body(statement.orelse.body), counter)
+                else_through, else_ended = path_counts(suite_body(statement.orelse.body), counter)
             else:
                 else_through, else_ended = 0, NEVER
             ended = max(ended, through + test + body_ended, through + test + else_ended)
@@ -97,7 +131,7 @@ def path_counts(body: Sequence[cst.BaseStatement], counter: Counter) -> tuple[in
             continue
         elif isinstance(statement, (cst.With,)):
             items = sum(count_in(item, counter) for item in statement.items)
-            inner_through, inner_ended = path_counts(_body(statement.body), counter)
+            inner_through, inner_ended = path_counts(suite_body(statement.body), counter)
             ended = max(ended, through + items + inner_ended)
             through = through + items + inner_through
         else:  # try, match, ...: every part may run
@@ -133,7 +167,13 @@ def first_repeated(
 
 def method_body(function: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
     """The statements of ``function``'s body (a one-line body gives one statement)."""
-    return _body(function.body)
+    return suite_body(function.body)
+
+
+def visit_body(function: cst.FunctionDef, visitor: cst.CSTVisitor) -> None:
+    """Visits each statement of ``function``'s body (not its decorators or parameters)."""
+    for statement in method_body(function):
+        statement.visit(visitor)
 
 
 def can_fall_through(body: Sequence[cst.BaseStatement]) -> bool:
@@ -146,21 +186,21 @@ def can_fall_through(body: Sequence[cst.BaseStatement]) -> bool:
     if isinstance(last, cst.If):
         if last.orelse is None:
             return True
-        rest = [last.orelse] if isinstance(last.orelse, cst.If) else _body(last.orelse.body)
-        return can_fall_through(_body(last.body)) or can_fall_through(rest)
+        rest = [last.orelse] if isinstance(last.orelse, cst.If) else suite_body(last.orelse.body)
+        return can_fall_through(suite_body(last.body)) or can_fall_through(rest)
     if isinstance(last, cst.With):
-        return can_fall_through(_body(last.body))
+        return can_fall_through(suite_body(last.body))
     if isinstance(last, cst.While):
         # `while True:` without break only ends through return/raise.
         is_forever = isinstance(last.test, cst.Name) and last.test.value == "True"
         return not is_forever or count_in(last.body, lambda n: isinstance(n, cst.Break)) > 0
     if isinstance(last, cst.Try):
-        if last.finalbody is not None and not can_fall_through(_body(last.finalbody.body)):
+        if last.finalbody is not None and not can_fall_through(suite_body(last.finalbody.body)):
             return False
-        body_ends = not can_fall_through(_body(last.body)) if last.orelse is None else not can_fall_through(
-            _body(last.orelse.body)
+        body_ends = not can_fall_through(suite_body(last.body)) if last.orelse is None else not can_fall_through(
+            suite_body(last.orelse.body)
         )
-        handlers_end = all(not can_fall_through(_body(h.body)) for h in last.handlers)
+        handlers_end = all(not can_fall_through(suite_body(h.body)) for h in last.handlers)
         return not (body_ends and handlers_end)
     if isinstance(last, cst.Match):
         return False  # undecided: stay silent
@@ -208,16 +248,7 @@ def inplace_writes(
             return aliases.get(node.value)
         return _alias_root(node, aliases)
 
-    class _Writes(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
+    class _Writes(ScopeVisitor):
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
             if isinstance(func, cst.Attribute):
@@ -225,11 +256,11 @@ def inplace_writes(
                 qualified = imports.resolve(dotted_name(func) or "") if dotted_name(func) else None
                 if qualified and qualified.startswith("torch."):
                     short = qualified.rsplit(".", 1)[-1]
-                    if _is_inplace_name(short) and node.args:
+                    if is_inplace_name(short) and node.args:
                         root = target_root(node.args[0].value)
                         if root:
                             found.append(InplaceWrite(root, node, f"{dotted_name(func)}()"))
-                elif _is_inplace_name(method):
+                elif is_inplace_name(method):
                     root = target_root(func.value)
                     if root:
                         found.append(InplaceWrite(root, node, f"{method}()"))
@@ -262,7 +293,7 @@ def inplace_writes(
             if isinstance(small, (cst.Assign, cst.AnnAssign)):
                 targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
                 for target in targets:
-                    for name in _names(target):
+                    for name in target_names(target):
                         root = _alias_root(small.value, aliases) if isinstance(target, cst.Name) and small.value else None
                         if root is not None:
                             aliases[name] = root
@@ -282,14 +313,14 @@ def inplace_writes(
             for header in _headers(statement):
                 header.visit(_Writes())
             if isinstance(statement, cst.For):
-                for name in _names(statement.target):
+                for name in target_names(statement.target):
                     aliases.pop(name, None)
             if isinstance(statement, cst.With):
                 for item in statement.items:
                     if item.asname is not None:
-                        for name in _names(item.asname.name):
+                        for name in target_names(item.asname.name):
                             aliases.pop(name, None)
-            for child in _child_bodies(statement):
+            for child in child_bodies(statement):
                 walk(child)
 
     walk(body)
@@ -301,16 +332,7 @@ def bound_names(function: cst.FunctionDef) -> set[str]:
     ``del``, nested ``def``/``class``), not counting nested scopes' own bindings."""
     found: set[str] = set()
 
-    def add_target(target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name):
-            found.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                add_target(element.value)
-        elif isinstance(target, cst.StarredElement):
-            add_target(target.value)
-
-    class _Bindings(cst.CSTVisitor):
+    class _Bindings(ScopeVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             if node is function:
                 return True
@@ -321,35 +343,32 @@ def bound_names(function: cst.FunctionDef) -> set[str]:
             found.add(node.name.value)
             return False
 
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
         def visit_Param(self, node: cst.Param) -> bool:
             return False  # the method's own parameters are not rebindings
 
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            add_target(node.target)
+            found.update(target_names(node.target))
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            add_target(node.target)
+            found.update(target_names(node.target))
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            add_target(node.target)
+            found.update(target_names(node.target))
 
         def visit_For(self, node: cst.For) -> None:
-            add_target(node.target)
+            found.update(target_names(node.target))
 
         def visit_CompFor(self, node: cst.CompFor) -> None:
-            add_target(node.target)
+            found.update(target_names(node.target))
 
         def visit_AsName(self, node: cst.AsName) -> None:
-            add_target(node.name)  # with ... as x, except ... as x, import ... as x
+            found.update(target_names(node.name))  # with ... as x, except ... as x, import ... as x
 
         def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            add_target(node.target)
+            found.update(target_names(node.target))
 
         def visit_Del(self, node: cst.Del) -> None:
-            add_target(node.target)
+            found.update(target_names(node.target))
 
         def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
             if node.asname is None and isinstance(node.name, cst.Name):
@@ -402,23 +421,24 @@ def escapes(function: cst.FunctionDef, name: str, *, in_nested_scopes: bool = Fa
             if node.value == name and (nested or id(node) not in receivers):
                 found = True
 
-    for statement in method_body(function):
-        statement.visit(_Uses())
+    visit_body(function, _Uses())
     return found
 
 
-def _is_inplace_name(name: str) -> bool:
+def is_inplace_name(name: str) -> bool:
+    """Whether a method or torch function of this name writes its tensor in place (``mul_``)."""
     return name.endswith("_") and not name.startswith("_") and name not in HARMLESS_INPLACE
 
 
-def _names(target: cst.BaseExpression) -> Iterator[str]:
+def target_names(target: cst.BaseExpression) -> Iterator[str]:
+    """The names a binding target binds: ``a``, ``a, (b, *c)``, ``[a, b]``."""
     if isinstance(target, cst.Name):
         yield target.value
     elif isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
-            yield from _names(element.value)
+            yield from target_names(element.value)
     elif isinstance(target, cst.StarredElement):
-        yield from _names(target.value)
+        yield from target_names(target.value)
 
 
 def _headers(statement: cst.CSTNode) -> list[cst.CSTNode]:
@@ -433,7 +453,9 @@ def _headers(statement: cst.CSTNode) -> list[cst.CSTNode]:
     return []
 
 
-def _child_bodies(statement: cst.CSTNode) -> Iterator[Sequence[cst.BaseStatement]]:
+def child_bodies(statement: cst.CSTNode) -> Iterator[Sequence[cst.BaseStatement]]:
+    """The statement lists directly inside a compound statement, in text order (an
+    ``elif`` gives a list holding its ``if``)."""
     for field in ("body", "orelse", "finalbody"):
         child = getattr(statement, field, None)
         if child is None:
@@ -441,10 +463,10 @@ def _child_bodies(statement: cst.CSTNode) -> Iterator[Sequence[cst.BaseStatement
         if isinstance(child, cst.If):
             yield [child]
         elif isinstance(child, cst.BaseSuite):
-            yield _body(child)
+            yield suite_body(child)
         elif hasattr(child, "body"):
-            yield _body(child.body)
+            yield suite_body(child.body)
     for handler in getattr(statement, "handlers", ()):
-        yield _body(handler.body)
+        yield suite_body(handler.body)
     for case in getattr(statement, "cases", ()):
-        yield _body(case.body)
+        yield suite_body(case.body)

@@ -7,6 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.exprs import dotted_name
+from autograd_lint.flow import ScopeVisitor
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import CtxWrite, Expr, Kind, MethodSpec
@@ -49,15 +50,8 @@ def _released_or_filled(method: MethodSpec, imports: ImportMap) -> set[str] | No
         elif isinstance(node, cst.Name):
             written.add(node.value)
 
-    class _Visitor(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is method.node
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
+    class _Visitor(ScopeVisitor):
+        root = method.node
 
         def visit_Del(self, node: cst.Del) -> None:
             targets = node.target.elements if isinstance(node.target, cst.Tuple) else ()

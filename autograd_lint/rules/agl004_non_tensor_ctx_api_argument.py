@@ -6,6 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from autograd_lint.flow import ScopeVisitor, target_names
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import Expr, FunctionSpec, Kind, MethodSpec
 
@@ -18,50 +19,33 @@ _ACCEPTS_NONE = {
 }
 
 
-def _target_names(target: cst.BaseExpression) -> Iterator[str]:
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _target_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _target_names(target.value)
-
-
 def _bound_names(method: MethodSpec) -> set[str]:
     """Names that ``method``'s body binds (nested scopes excluded)."""
     assert method.node is not None
     names: set[str] = set()
 
-    class _Visitor(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is method.node
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
+    class _Visitor(ScopeVisitor):
+        root = method.node
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
-                names.update(_target_names(target.target))
+                names.update(target_names(target.target))
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            names.update(_target_names(node.target))
+            names.update(target_names(node.target))
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            names.update(_target_names(node.target))
+            names.update(target_names(node.target))
 
         def visit_For(self, node: cst.For) -> None:
-            names.update(_target_names(node.target))
+            names.update(target_names(node.target))
 
         def visit_AsName(self, node: cst.AsName) -> None:
             if isinstance(node.name, cst.BaseExpression):
-                names.update(_target_names(node.name))
+                names.update(target_names(node.name))
 
         def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            names.update(_target_names(node.target))
+            names.update(target_names(node.target))
 
     method.node.visit(_Visitor())
     return names

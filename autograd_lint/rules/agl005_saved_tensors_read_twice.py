@@ -14,7 +14,7 @@ SAVED_ATTRIBUTES = frozenset({"saved_tensors", "saved_variables"})
 ATTRIBUTE = "clear_saved_tensors_on_access"
 
 
-class _Reads(cst.CSTVisitor):
+class _Reads(flow.ScopeVisitor):
     """Loads of ``<ctx>.saved_tensors`` in text order, and those a comprehension repeats."""
 
     def __init__(self, ctx_name: str) -> None:
@@ -23,15 +23,6 @@ class _Reads(cst.CSTVisitor):
         self.repeated: set[int] = set()
         self.comprehension_depth = 0
         self.stores: set[int] = set()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False  # a nested def runs elsewhere (trap 14: helpers are not followed)
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         self.stores.add(id(node.target))
@@ -77,8 +68,7 @@ def saved_tensor_reads(method: MethodSpec) -> tuple[list[cst.Attribute], set[int
     those inside a comprehension (which run once per item)."""
     assert method.node is not None and method.ctx_name is not None
     visitor = _Reads(method.ctx_name)
-    for statement in flow.method_body(method.node):
-        statement.visit(visitor)
+    flow.visit_body(method.node, visitor)
     return visitor.reads, visitor.repeated
 
 

@@ -7,7 +7,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from autograd_lint.exprs import dotted_name
-from autograd_lint.flow import HARMLESS_INPLACE, InplaceWrite, inplace_writes, method_body
+from autograd_lint.flow import InplaceWrite, ScopeVisitor, inplace_writes, is_inplace_name, method_body
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import MethodSpec, ParamKind
@@ -91,16 +91,7 @@ def _unpacked_names(statement: cst.CSTNode, sequence: str) -> set[str]:
 def _direct_writes(statement: cst.CSTNode, sequence: str, imports: ImportMap) -> list[InplaceWrite]:
     found: list[InplaceWrite] = []
 
-    class _Visitor(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
+    class _Visitor(ScopeVisitor):
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
             if isinstance(func, cst.Attribute):
@@ -108,9 +99,9 @@ def _direct_writes(statement: cst.CSTNode, sequence: str, imports: ImportMap) ->
                 qualified = imports.resolve(name) if name else None
                 if qualified and qualified.startswith("torch."):
                     short = qualified.rsplit(".", 1)[-1]
-                    if _is_inplace(short) and node.args and _element_index(node.args[0].value, sequence):
+                    if is_inplace_name(short) and node.args and _element_index(node.args[0].value, sequence):
                         found.append(InplaceWrite(sequence, node, f"{name}()"))
-                elif _is_inplace(func.attr.value) and _element_index(func.value, sequence):
+                elif is_inplace_name(func.attr.value) and _element_index(func.value, sequence):
                     found.append(InplaceWrite(sequence, node, f"{func.attr.value}()"))
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "out" and _element_index(arg.value, sequence):
@@ -129,10 +120,6 @@ def _direct_writes(statement: cst.CSTNode, sequence: str, imports: ImportMap) ->
 
     statement.visit(_Visitor())
     return found
-
-
-def _is_inplace(name: str) -> bool:
-    return name.endswith("_") and not name.startswith("_") and name not in HARMLESS_INPLACE
 
 
 class GradientMutatedInPlace(Rule):

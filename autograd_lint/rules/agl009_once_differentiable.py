@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import libcst as cst
 
 from autograd_lint.exprs import NON_TENSOR_ATTRIBUTES, NON_TENSOR_BUILTINS, NON_TENSOR_METHODS, dotted_name
+from autograd_lint.flow import ScopeVisitor, child_bodies, method_body, suite_body, target_names
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules.base import (
     Diagnostic,
@@ -164,15 +165,10 @@ class _BackwardFlow:
     def bind(self, target: cst.BaseExpression, found: _Taint | None) -> None:
         if found is None:
             return
-        if isinstance(target, cst.Name):
-            self.names.setdefault(target.value, found)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self.bind(element.value, found)
-        elif isinstance(target, cst.StarredElement):
-            self.bind(target.value, found)
+        for name in target_names(target):
+            self.names.setdefault(name, found)
 
-    def walk(self, body: list[cst.BaseStatement] | tuple[cst.BaseStatement, ...], no_grad: _Taint | None) -> None:
+    def walk(self, body: Sequence[cst.BaseStatement], no_grad: _Taint | None) -> None:
         for statement in body:
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 continue
@@ -186,9 +182,9 @@ class _BackwardFlow:
                     target = call.func if isinstance(call, cst.Call) else call
                     if self._qualified(target) in _NO_GRAD:
                         inner = inner or _Taint(statement, "`with torch.no_grad()`", False)
-                self.walk(_block(statement.body), inner)
+                self.walk(suite_body(statement.body), inner)
             else:
-                for block in _blocks(statement):
+                for block in child_bodies(statement):
                     self.walk(block, no_grad)
 
     def _small(self, small: cst.BaseSmallStatement, no_grad: _Taint | None) -> None:
@@ -209,7 +205,7 @@ class _BackwardFlow:
             return
         if self._is_saved_tensors(value):
             for target in targets:
-                self.tracked.update(_target_names(target))
+                self.tracked.update(target_names(target))
             return
         found = self.taint(value)
         if found is None and no_grad is not None and self._computes(value):
@@ -217,7 +213,7 @@ class _BackwardFlow:
         for target in targets:
             self.bind(target, found)
             if found is None and _mentions(value, self.tracked):
-                self.tracked.update(_target_names(target))
+                self.tracked.update(target_names(target))
 
     def _computes(self, node: cst.BaseExpression) -> bool:
         """Whether ``node`` (or an element of a returned tuple) computes a new tensor from a
@@ -234,81 +230,43 @@ class _BackwardFlow:
         return _mentions(node, self.tracked)
 
 
-def _block(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
-    if isinstance(suite, cst.IndentedBlock):
-        return list(suite.body)
-    return [cst.SimpleStatementLine(body=suite.body)]  # type: ignore[attr-defined]
-
-
-def _blocks(statement: cst.CSTNode) -> Iterator[list[cst.BaseStatement]]:
-    for field in ("body", "orelse", "finalbody"):
-        child = getattr(statement, field, None)
-        if isinstance(child, cst.If):
-            yield [child]
-        elif isinstance(child, cst.BaseSuite):
-            yield _block(child)
-        elif child is not None and hasattr(child, "body"):
-            yield from _blocks(child)
-    for handler in getattr(statement, "handlers", ()):
-        yield from _blocks(handler)
-    for case in getattr(statement, "cases", ()):
-        yield from _blocks(case)
-
-
 def _assignments(method: MethodSpec) -> dict[str, list[tuple[cst.BaseExpression | None, bool]]]:
     """Every binding of each name in ``method``: (the value it comes from, is it ``name = value``)."""
     found: dict[str, list[tuple[cst.BaseExpression | None, bool]]] = {}
 
-    class _Visitor(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is method.node
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
+    class _Visitor(ScopeVisitor):
+        root = method.node
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
                 plain = isinstance(target.target, cst.Name)
-                for name in _target_names(target.target):
+                for name in target_names(target.target):
                     found.setdefault(name, []).append((node.value, plain))
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            for name in _target_names(node.target):
+            for name in target_names(node.target):
                 found.setdefault(name, []).append((node.value, isinstance(node.target, cst.Name)))
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            for name in _target_names(node.target):
+            for name in target_names(node.target):
                 found.setdefault(name, []).append((None, False))
 
         def visit_For(self, node: cst.For) -> None:
-            for name in _target_names(node.target):
+            for name in target_names(node.target):
                 found.setdefault(name, []).append((None, False))
 
         def visit_WithItem(self, node: cst.WithItem) -> None:
             if node.asname is not None:
-                for name in _target_names(node.asname.name):
+                for name in target_names(node.asname.name):
                     found.setdefault(name, []).append((None, False))
 
         def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            for name in _target_names(node.target):
+            for name in target_names(node.target):
                 found.setdefault(name, []).append((None, False))
 
     assert method.node is not None
     method.node.visit(_Visitor())
     return found
-
-
-def _target_names(target: cst.BaseExpression) -> Iterator[str]:
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _target_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _target_names(target.value)
 
 
 def _mentions(node: cst.CSTNode, names: set[str]) -> bool:
@@ -486,7 +444,7 @@ class OnceDifferentiable(Rule):
         assert method.node is not None
         flow = _BackwardFlow(ctx.analysis.imports, method)
         for _ in range(2):  # a name tainted late in a loop body reaches earlier uses
-            flow.walk(_block(method.node.body), None)
+            flow.walk(method_body(method.node), None)
         if flow.found is not None:
             line = ctx.position(method, flow.found.source).line
             return f"its result depends on {flow.found.what} on line {line}"

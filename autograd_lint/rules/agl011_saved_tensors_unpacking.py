@@ -31,25 +31,6 @@ class Saved:
     call: CtxCall
 
 
-class _Scope(cst.CSTVisitor):
-    """Walks a method body without entering nested scopes."""
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
-def _visit_body(method: MethodSpec, visitor: cst.CSTVisitor) -> None:
-    assert method.node is not None
-    for statement in flow.method_body(method.node):
-        statement.visit(visitor)
-
-
 def _saved(function: FunctionSpec, api: str) -> Saved | None:
     """The tensors saved by the one ``ctx.<api>(...)`` call of forward/setup_context."""
     split = function.is_split_style
@@ -68,7 +49,7 @@ def _saved(function: FunctionSpec, api: str) -> Saved | None:
     return Saved(len(calls[0].args), method.name, calls[0])
 
 
-class _SavedReads(_Scope):
+class _SavedReads(flow.ScopeVisitor):
     """Assignments whose value is ``ctx.saved_tensors``, and every binding of a name."""
 
     def __init__(self, ctx_name: str) -> None:
@@ -76,14 +57,9 @@ class _SavedReads(_Scope):
         self.reads: list[tuple[cst.Assign, cst.AssignTarget]] = []
         self.bindings: dict[str, int] = {}
 
-    def _bind(self, target: cst.CSTNode) -> None:
-        if isinstance(target, cst.Name):
-            self.bindings[target.value] = self.bindings.get(target.value, 0) + 1
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bind(element.value)
-        elif isinstance(target, cst.StarredElement):
-            self._bind(target.value)
+    def _bind(self, target: cst.BaseExpression) -> None:
+        for name in flow.target_names(target):
+            self.bindings[name] = self.bindings.get(name, 0) + 1
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         self._bind(node.name)
@@ -161,7 +137,7 @@ def _tensor_uses(method: MethodSpec, name: str, tensors: frozenset[str]) -> list
 
     found: list[tuple[cst.CSTNode, str]] = []
 
-    class _Uses(_Scope):
+    class _Uses(flow.ScopeVisitor):
         def visit_Attribute(self, node: cst.Attribute) -> None:
             attr = node.attr.value
             if is_tuple(node.value) and attr not in TUPLE_ATTRIBUTES and not attr.startswith("__"):
@@ -178,7 +154,8 @@ def _tensor_uses(method: MethodSpec, name: str, tensors: frozenset[str]) -> list
             if (is_tuple(left) and is_other_operand(right)) or (is_tuple(right) and is_other_operand(left)):
                 found.append((node, "arithmetic"))
 
-    _visit_body(method, _Uses())
+    assert method.node is not None
+    flow.visit_body(method.node, _Uses())
     return found
 
 
@@ -211,7 +188,7 @@ class SavedTensorsUnpacking(Rule):
             if ctx.unit(method) is None:
                 continue
             visitor = _SavedReads(method.ctx_name)
-            _visit_body(method, visitor)
+            flow.visit_body(method.node, visitor)
             if not visitor.reads:
                 continue
             saved = _saved(function, api)

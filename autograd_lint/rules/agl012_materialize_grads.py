@@ -8,6 +8,7 @@ import libcst as cst
 
 from autograd_lint.exprs import Classifier, dotted_name, is_none
 from autograd_lint.extract import ParsedUnit
+from autograd_lint.flow import ScopeVisitor, child_bodies, method_body, target_names
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec
@@ -46,28 +47,11 @@ def _units(body: Sequence[cst.BaseStatement]) -> Iterator[list[cst.CSTNode]]:
                 yield [statement.target, statement.iter]
             elif isinstance(statement, cst.With):
                 yield list(statement.items)
-            for block in _blocks(statement):
+            for block in child_bodies(statement):
                 yield from _units(block)
 
 
-def _blocks(statement: cst.CSTNode) -> Iterator[Sequence[cst.BaseStatement]]:
-    for field in ("body", "orelse", "finalbody"):
-        child = getattr(statement, field, None)
-        if isinstance(child, cst.If):
-            yield [child]
-        elif isinstance(child, cst.IndentedBlock):
-            yield child.body
-        elif isinstance(child, cst.SimpleStatementSuite):
-            yield [cst.SimpleStatementLine(body=child.body)]
-        elif child is not None and hasattr(child, "body"):
-            yield from _blocks(child)
-    for handler in getattr(statement, "handlers", ()):
-        yield from _blocks(handler)
-    for case in getattr(statement, "cases", ()):
-        yield from _blocks(case)
-
-
-class _Scan(cst.CSTVisitor):
+class _Scan(ScopeVisitor):
     """Collects, in one unit, uses of grad parameters, None tests on them, and rebindings."""
 
     def __init__(self, grads: set[str], imports: ImportMap) -> None:
@@ -76,15 +60,6 @@ class _Scan(cst.CSTVisitor):
         self.uses: list[tuple[str, cst.CSTNode]] = []
         self.guarded: set[str] = set()
         self.rebound: set[str] = set()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
 
     def _grad(self, node: cst.CSTNode | None) -> str | None:
         return node.value if isinstance(node, cst.Name) and node.value in self.grads else None
@@ -99,13 +74,7 @@ class _Scan(cst.CSTVisitor):
             self.guarded.add(name)
 
     def _rebind(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name) and target.value in self.grads:
-            self.rebound.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._rebind(element.value)
-        elif isinstance(target, cst.StarredElement):
-            self._rebind(target.value)
+        self.rebound.update(name for name in target_names(target) if name in self.grads)
 
     # -- None tests ----------------------------------------------------------------
     def visit_Comparison(self, node: cst.Comparison) -> None:
@@ -174,11 +143,6 @@ class _Scan(cst.CSTVisitor):
             self._rebind(node.asname.name)
 
 
-def _body(node: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
-    body = node.body
-    return body.body if isinstance(body, cst.IndentedBlock) else [cst.SimpleStatementLine(body=body.body)]
-
-
 def _short(code: str) -> str:
     text = " ".join(code.split())
     return text if len(text) <= 60 else text[:57] + "..."
@@ -221,7 +185,7 @@ class MaterializeGradsOff(Rule):
         assert method.node is not None
         guarded: set[str] = set()
         rebound: set[str] = set()
-        for parts in _units(_body(method.node)):
+        for parts in _units(method_body(method.node)):
             scan = _Scan(grads, ctx.analysis.imports)
             for part in parts:
                 part.visit(scan)

@@ -8,6 +8,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from autograd_lint.exprs import is_none
+from autograd_lint.flow import child_bodies, method_body, suite_body, target_names
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import CTX_METHODS, FunctionSpec, MethodSpec, Position
 
@@ -46,16 +47,6 @@ def _guards(test: cst.BaseExpression, ctx_name: str) -> Guards:
     return frozenset()
 
 
-def _names(target: cst.BaseExpression) -> Iterator[str]:
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _names(target.value)
-
-
 @dataclass(frozen=True)
 class _Binding:
     """A binding of a name that can make it a gradient, under the guards of its path."""
@@ -81,12 +72,12 @@ class _GuardWalker:
                     self._small(small, guards)
             elif isinstance(statement, cst.If):
                 self._walrus(statement.test, guards)
-                self.walk(_suite(statement.body), guards | _guards(statement.test, self.ctx_name))
+                self.walk(suite_body(statement.body), guards | _guards(statement.test, self.ctx_name))
                 orelse = statement.orelse
                 if isinstance(orelse, cst.If):
                     self.walk([orelse], guards)
                 elif isinstance(orelse, cst.Else):
-                    self.walk(_suite(orelse.body), guards)
+                    self.walk(suite_body(orelse.body), guards)
             else:
                 self._compound(statement, guards)
 
@@ -102,16 +93,8 @@ class _GuardWalker:
                 if handler.name is not None:
                     self._bind(handler.name.name, guards)
         self._walrus(statement, guards)
-        for field in ("body", "orelse", "finalbody"):
-            child = getattr(statement, field, None)
-            if isinstance(child, cst.BaseSuite):
-                self.walk(_suite(child), guards)
-            elif child is not None and hasattr(child, "body"):
-                self.walk(_suite(child.body), guards)
-        for handler in getattr(statement, "handlers", ()):
-            self.walk(_suite(handler.body), guards)
-        for case in getattr(statement, "cases", ()):
-            self.walk(_suite(case.body), guards)
+        for block in child_bodies(statement):
+            self.walk(block, guards)
 
     def _small(self, small: cst.BaseSmallStatement, guards: Guards) -> None:
         self._walrus(small, guards)
@@ -141,7 +124,7 @@ class _GuardWalker:
         self.bindings.append(_Binding(name, guards))
 
     def _bind(self, target: cst.BaseExpression, guards: Guards) -> None:
-        for name in _names(target):
+        for name in target_names(target):
             self.bindings.append(_Binding(name, guards))
 
     def _walrus(self, node: cst.CSTNode, guards: Guards) -> None:
@@ -158,7 +141,7 @@ class _Walrus(cst.CSTVisitor):
         self.found: list[str] = []
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self.found.extend(_names(node.target))
+        self.found.extend(target_names(node.target))
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
         return False
@@ -174,19 +157,13 @@ def _statement_names(small: cst.BaseSmallStatement) -> Iterator[str]:
     elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
         for alias in small.names:
             if alias.asname is not None:
-                yield from _names(alias.asname.name)  # type: ignore[arg-type]
+                yield from target_names(alias.asname.name)  # type: ignore[arg-type]
             else:
                 head = alias.name
                 while isinstance(head, cst.Attribute):
                     head = head.value
                 if isinstance(head, cst.Name):
                     yield head.value
-
-
-def _suite(suite: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
-    if isinstance(suite, cst.IndentedBlock):
-        return suite.body
-    return (cst.SimpleStatementLine(body=suite.body),)  # type: ignore[attr-defined]
 
 
 def _input_label(function: FunctionSpec, index: int) -> str:
@@ -248,7 +225,7 @@ class NeedsInputGrad(Rule):
         if node is None or ctx_name is None or method.is_classmethod:
             return
         walker = _GuardWalker(ctx_name)
-        walker.walk(_suite(node.body), frozenset())
+        walker.walk(method_body(node), frozenset())
         by_name: dict[str, list[Guards]] = {}
         for param in method.params:
             by_name.setdefault(param.name, []).append(frozenset())

@@ -8,8 +8,9 @@ import libcst as cst
 
 from autograd_lint.exprs import dotted_name
 from autograd_lint.extract import MethodBuilder
+from autograd_lint.flow import return_statements
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import Kind, MethodSpec
+from autograd_lint.spec import Kind
 
 _CONTAINERS: dict[type[cst.CSTNode], str] = {
     cst.List: "a list",
@@ -82,7 +83,7 @@ class ForwardUntrackedOutput(Rule):
         if method is None or not ctx.own(method) or method.node is None or ctx.unit(method) is None:
             return
         builder: MethodBuilder | None = None
-        for node in _returns(method):
+        for node in return_statements(method.node):
             value = node.value
             position = ctx.position(method, node)
             if value is None:
@@ -260,27 +261,3 @@ class ForwardUntrackedOutput(Rule):
         ),
     ]
 
-
-def _returns(method: MethodSpec) -> list[cst.Return]:
-    """The ``return`` statements of ``method`` itself (nested scopes excluded)."""
-
-    class _Returns(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.found: list[cst.Return] = []
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is method.node
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Return(self, node: cst.Return) -> None:
-            self.found.append(node)
-
-    visitor = _Returns()
-    assert method.node is not None
-    method.node.visit(visitor)
-    return visitor.found

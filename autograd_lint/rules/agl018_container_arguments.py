@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 import libcst as cst
 
 from autograd_lint.exprs import TENSOR_ONLY_METHODS, Classifier, annotation_kind, is_literal
+from autograd_lint.flow import ScopeVisitor
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import Kind
@@ -41,15 +42,8 @@ def scope_kinds(function: cst.FunctionDef | None, imports: ImportMap, base: Mapp
             kinds[param.name.value] = annotation_kind(annotation)
     values: dict[str, list[cst.BaseExpression | None]] = {}
 
-    class _Scan(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
+    class _Scan(ScopeVisitor):
+        root = function
 
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func

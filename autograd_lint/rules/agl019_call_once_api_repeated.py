@@ -12,22 +12,13 @@ from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Sev
 CALL_ONCE_APIS = ("save_for_backward", "save_for_forward", "mark_dirty", "mark_non_differentiable")
 
 
-class _ApiCalls(cst.CSTVisitor):
+class _ApiCalls(flow.ScopeVisitor):
     """Calls ``<ctx>.<api>(...)`` in text order, outside nested scopes."""
 
     def __init__(self, ctx_name: str, api: str) -> None:
         self.ctx_name = ctx_name
         self.api = api
         self.calls: list[cst.Call] = []
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -76,8 +67,7 @@ class CallOnceApiRepeated(Rule):
             if not method.calls(api):
                 continue  # the spec already says there is none
             visitor = _ApiCalls(method.ctx_name, api)
-            for statement in body:
-                statement.visit(visitor)
+            flow.visit_body(method.node, visitor)
             second = flow.first_repeated(body, visitor.calls)
             if second is None:
                 continue

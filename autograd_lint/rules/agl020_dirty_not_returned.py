@@ -6,7 +6,7 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint.flow import method_body
+from autograd_lint.flow import child_bodies, method_body
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import MethodSpec
 
@@ -135,22 +135,6 @@ def _may_be(node: cst.BaseExpression, name: str, holders: set[str], whole: bool)
     return bool(_mentioned(node) & holders)
 
 
-def _child_bodies(statement: cst.CSTNode) -> Iterator[Sequence[cst.BaseStatement]]:
-    """The statement lists directly inside a compound statement."""
-    for field in ("body", "orelse", "finalbody"):
-        child = getattr(statement, field, None)
-        if isinstance(child, cst.If):
-            yield [child]
-        elif isinstance(child, cst.IndentedBlock):
-            yield child.body
-        elif isinstance(child, cst.BaseSuite):
-            yield [cst.SimpleStatementLine(body=child.body)]  # type: ignore[attr-defined]
-        elif child is not None and hasattr(child, "body"):
-            yield from _child_bodies(child)
-    for part in (*getattr(statement, "handlers", ()), *getattr(statement, "cases", ())):
-        yield from _child_bodies(part)
-
-
 class DirtyNotReturned(Rule):
     """Reports a ``return`` of forward (combined style) that follows a
     ``ctx.mark_dirty(x)`` call on every path to it (the call is earlier in the same
@@ -224,7 +208,7 @@ class DirtyNotReturned(Rule):
                 if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                     continue
                 if not isinstance(statement, cst.SimpleStatementLine):
-                    for body in _child_bodies(statement):
+                    for body in child_bodies(statement):
                         walk(body, marked)
                     continue
                 for small in statement.body:

@@ -7,6 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.exprs import annotation_kind
+from autograd_lint.flow import ScopeVisitor, target_names
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec, ParamKind
 
@@ -20,7 +21,7 @@ _CTX_APIS = frozenset(
 _TUPLE_ATTRIBUTES = frozenset(dir(tuple))
 
 
-class _InputsUse(cst.CSTVisitor):
+class _InputsUse(ScopeVisitor):
     """How a setup_context body uses its ``inputs`` parameter (nested scopes excluded)."""
 
     def __init__(self, name: str, root: cst.FunctionDef) -> None:
@@ -30,23 +31,8 @@ class _InputsUse(cst.CSTVisitor):
         self.attributes: list[cst.Attribute] = []  # inputs.<not a tuple attribute>
         self.unpacks: list[tuple[cst.Assign, int]] = []  # a, b = inputs
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return node is self.root
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
     def _binds(self, target: cst.BaseExpression) -> bool:
-        if isinstance(target, cst.Name):
-            return target.value == self.name
-        if isinstance(target, (cst.Tuple, cst.List)):
-            return any(self._binds(e.value) for e in target.elements)
-        if isinstance(target, cst.StarredElement):
-            return self._binds(target.value)
-        return False
+        return self.name in target_names(target)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if (

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.flow import bound_names, escapes, inplace_writes, method_body
+from autograd_lint.flow import bound_names, escapes, inplace_writes, method_body, return_statements
 from autograd_lint.rules._common import argument_range
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec
@@ -377,7 +377,7 @@ def _certain_outputs(function: FunctionSpec) -> int | None:
         return counts.pop() if len(counts) == 1 else None
     if forward.node is None:
         return None
-    nodes = _return_values(forward.node)
+    nodes = [ret.value for ret in return_statements(forward.node)]
     if len(nodes) != len(forward.returns):
         return None
     for node, ret in zip(nodes, forward.returns):
@@ -385,26 +385,6 @@ def _certain_outputs(function: FunctionSpec) -> int | None:
         if not _is_single(node, is_tensor):
             return None
     return 1
-
-
-def _return_values(function: cst.FunctionDef) -> list[cst.BaseExpression | None]:
-    found: list[cst.BaseExpression | None] = []
-
-    class _Returns(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Return(self, node: cst.Return) -> None:
-            found.append(node.value)
-
-    function.visit(_Returns())
-    return found
 
 
 def _is_single(node: cst.BaseExpression | None, is_tensor: bool) -> bool:

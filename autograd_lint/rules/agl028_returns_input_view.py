@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.exprs import TENSOR_ONLY_METHODS, annotation_kind
-from autograd_lint.flow import bound_names
+from autograd_lint.flow import bound_names, return_statements
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import Kind, MethodSpec, Param
 
@@ -70,27 +70,6 @@ def _view_of(node: cst.BaseExpression) -> tuple[str, str, bool] | None:
             return None
 
 
-def _return_nodes(function: cst.FunctionDef) -> list[cst.Return]:
-    """The ``return`` statements of ``function``, nested scopes excluded, in text order."""
-    found: list[cst.Return] = []
-
-    class _Returns(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Return(self, node: cst.Return) -> None:
-            found.append(node)
-
-    function.visit(_Returns())
-    return found
-
-
 class ReturnsInputView(Rule):
     """Checks that forward does not return one of its inputs unchanged, or a view of
     one (a basic slice, ``.view``, ``.reshape``, ``.t``, ``.T``, ``.transpose``,
@@ -127,7 +106,7 @@ class ReturnsInputView(Rule):
         if dirty is None:
             return
         candidates = {p.name: p for p in inputs if p.name not in rebound and p.name not in dirty}
-        for ret, node in zip(forward.returns, _return_nodes(forward.node)):
+        for ret, node in zip(forward.returns, return_statements(forward.node)):
             if node.value is None:
                 continue
             values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]

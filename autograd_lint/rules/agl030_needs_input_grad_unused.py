@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.exprs import dotted_name
-from autograd_lint.flow import escapes
+from autograd_lint.flow import ScopeVisitor, escapes, return_statements
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
@@ -58,15 +58,8 @@ def _assignments(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression
     """Values assigned to each plain name in ``function`` (nested scopes excluded)."""
     found: dict[str, list[cst.BaseExpression]] = {}
 
-    class _Assign(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
+    class _Assign(ScopeVisitor):
+        root = function
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
@@ -283,27 +276,12 @@ def _returned_tuples(
     """The elements of each tuple literal ``function`` returns (directly, or through a
     name assigned once to one), nested scopes excluded."""
     found: list[list[cst.BaseExpression]] = []
-
-    class _Returns(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Return(self, node: cst.Return) -> None:
-            value = node.value
-            if isinstance(value, cst.Name) and len(assignments.get(value.value, ())) == 1:
-                value = assignments[value.value][0]
-            if isinstance(value, cst.Tuple) and not any(
-                isinstance(e, cst.StarredElement) for e in value.elements
-            ):
-                found.append([e.value for e in value.elements])
-
-    function.visit(_Returns())
+    for ret in return_statements(function):
+        value = ret.value
+        if isinstance(value, cst.Name) and len(assignments.get(value.value, ())) == 1:
+            value = assignments[value.value][0]
+        if isinstance(value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+            found.append([e.value for e in value.elements])
     return found
 
 
