@@ -58,6 +58,8 @@ TORCH_NON_TENSOR_CALLS = frozenset(
 TORCH_TENSOR_NAMESPACES = frozenset(
     {"torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"}
 )
+# ctx attributes that hold the saved tensors (``saved_variables`` is the deprecated name).
+SAVED_ATTRIBUTES = frozenset({"saved_tensors", "saved_variables"})
 NON_TENSOR_ANNOTATIONS = frozenset(
     "int float bool str tuple list dict set complex bytes torch.dtype torch.device dtype device "
     "Callable typing.Callable Tuple List Dict Sequence typing.Tuple typing.List typing.Dict "
@@ -72,6 +74,13 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.Attribute):
         head = dotted_name(node.value)
         return f"{head}.{node.attr.value}" if head else None
+    return None
+
+
+def ctx_attribute(node: cst.BaseExpression, ctx_name: str | None) -> str | None:
+    """``attr`` when ``node`` is ``<ctx_name>.attr``, else ``None``."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == ctx_name:
+        return node.attr.value
     return None
 
 

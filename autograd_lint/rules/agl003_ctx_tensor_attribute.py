@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.exprs import dotted_name
+from autograd_lint.exprs import ctx_attribute, dotted_name
 from autograd_lint.flow import ScopeVisitor
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
@@ -14,17 +14,6 @@ from autograd_lint.spec import CtxWrite, Expr, Kind, MethodSpec
 
 # ctx methods that receive ctx from the engine and may release or fill ctx attributes.
 _READERS = ("backward", "vjp", "jvp")
-
-
-def _ctx_attribute(node: cst.BaseExpression, ctx_name: str) -> str | None:
-    """``attr`` when ``node`` is ``<ctx_name>.attr``."""
-    if (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == ctx_name
-    ):
-        return node.attr.value
-    return None
 
 
 def _released_or_filled(method: MethodSpec, imports: ImportMap) -> set[str] | None:
@@ -44,7 +33,7 @@ def _released_or_filled(method: MethodSpec, imports: ImportMap) -> set[str] | No
     written: set[str] = set()  # local names written in place
 
     def mark(node: cst.BaseExpression) -> None:
-        attr = _ctx_attribute(node, ctx_name)
+        attr = ctx_attribute(node, ctx_name)
         if attr:
             found.add(attr)
         elif isinstance(node, cst.Name):
@@ -56,18 +45,18 @@ def _released_or_filled(method: MethodSpec, imports: ImportMap) -> set[str] | No
         def visit_Del(self, node: cst.Del) -> None:
             targets = node.target.elements if isinstance(node.target, cst.Tuple) else ()
             for target in [node.target, *(e.value for e in targets)]:
-                attr = _ctx_attribute(target, ctx_name)
+                attr = ctx_attribute(target, ctx_name)
                 if attr:
                     found.add(attr)
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
-                attr = _ctx_attribute(target.target, ctx_name)
+                attr = ctx_attribute(target.target, ctx_name)
                 if attr and isinstance(node.value, cst.Name) and node.value.value == "None":
                     found.add(attr)
                 if isinstance(target.target, cst.Subscript):
                     mark(target.target.value)
-                source = _ctx_attribute(node.value, ctx_name)
+                source = ctx_attribute(node.value, ctx_name)
                 if source and isinstance(target.target, cst.Name):
                     bound[target.target.value] = source
 

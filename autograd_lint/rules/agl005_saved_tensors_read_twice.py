@@ -7,10 +7,10 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint import flow
+from autograd_lint.exprs import SAVED_ATTRIBUTES, ctx_attribute
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import Kind, MethodSpec
 
-SAVED_ATTRIBUTES = frozenset({"saved_tensors", "saved_variables"})
 ATTRIBUTE = "clear_saved_tensors_on_access"
 
 
@@ -31,12 +31,7 @@ class _Reads(flow.ScopeVisitor):
         self.stores.add(id(node.target))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if (
-            id(node) not in self.stores
-            and isinstance(node.value, cst.Name)
-            and node.value.value == self.ctx_name
-            and node.attr.value in SAVED_ATTRIBUTES
-        ):
+        if id(node) not in self.stores and ctx_attribute(node, self.ctx_name) in SAVED_ATTRIBUTES:
             self.reads.append(node)
             if self.comprehension_depth:
                 self.repeated.add(id(node))

@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint.exprs import NON_TENSOR_ATTRIBUTES, NON_TENSOR_BUILTINS, NON_TENSOR_METHODS, dotted_name
+from autograd_lint.exprs import (
+    NON_TENSOR_ATTRIBUTES,
+    NON_TENSOR_BUILTINS,
+    NON_TENSOR_METHODS,
+    SAVED_ATTRIBUTES,
+    ctx_attribute,
+    dotted_name,
+)
 from autograd_lint.flow import ScopeVisitor, child_bodies, method_body, suite_body, target_names
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules.base import (
@@ -85,12 +92,7 @@ class _BackwardFlow:
     def _is_saved_tensors(self, node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Subscript):
             node = node.value
-        return (
-            isinstance(node, cst.Attribute)
-            and node.attr.value in ("saved_tensors", "saved_variables")
-            and isinstance(node.value, cst.Name)
-            and node.value.value == self.ctx_name
-        )
+        return ctx_attribute(node, self.ctx_name) in SAVED_ATTRIBUTES
 
     def _qualified(self, node: cst.BaseExpression) -> str | None:
         """The qualified name when ``node`` is reached through an import (not a local)."""
@@ -353,8 +355,9 @@ def _ctx_reads(method: MethodSpec) -> set[str]:
 
     class _Visitor(cst.CSTVisitor):
         def visit_Attribute(self, node: cst.Attribute) -> None:
-            if isinstance(node.value, cst.Name) and node.value.value == ctx_name:
-                found.add(node.attr.value)
+            attribute = ctx_attribute(node, ctx_name)
+            if attribute is not None:
+                found.add(attribute)
 
     assert method.node is not None
     method.node.visit(_Visitor())

@@ -8,10 +8,10 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint import flow
+from autograd_lint.exprs import SAVED_ATTRIBUTES, ctx_attribute
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import CtxCall, FunctionSpec, MethodSpec
 
-SAVED_ATTRIBUTES = frozenset({"saved_tensors", "saved_variables"})
 # The save API whose tensors each reading method sees as ctx.saved_tensors.
 SAVE_API = {"backward": "save_for_backward", "vjp": "save_for_backward", "jvp": "save_for_forward"}
 # The only public attributes a tuple has.
@@ -70,13 +70,7 @@ class _SavedReads(flow.ScopeVisitor):
         return False
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        value = node.value
-        is_read = (
-            isinstance(value, cst.Attribute)
-            and isinstance(value.value, cst.Name)
-            and value.value.value == self.ctx_name
-            and value.attr.value in SAVED_ATTRIBUTES
-        )
+        is_read = ctx_attribute(node.value, self.ctx_name) in SAVED_ATTRIBUTES
         for target in node.targets:
             self._bind(target.target)
             if is_read:

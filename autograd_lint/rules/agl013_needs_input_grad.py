@@ -7,7 +7,7 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint.exprs import is_none
+from autograd_lint.exprs import ctx_attribute, is_none
 from autograd_lint.flow import child_bodies, method_body, suite_body, target_names
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import CTX_METHODS, FunctionSpec, MethodSpec, Position
@@ -19,13 +19,7 @@ def _guard_index(node: cst.BaseExpression, ctx_name: str) -> int | None:
     """k for ``<ctx>.needs_input_grad[k]`` with an integer literal k, else None."""
     if not (isinstance(node, cst.Subscript) and len(node.slice) == 1):
         return None
-    value = node.value
-    if not (
-        isinstance(value, cst.Attribute)
-        and value.attr.value == "needs_input_grad"
-        and isinstance(value.value, cst.Name)
-        and value.value.value == ctx_name
-    ):
+    if ctx_attribute(node.value, ctx_name) != "needs_input_grad":
         return None
     index = node.slice[0].slice
     if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):

@@ -7,6 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint import flow
+from autograd_lint.exprs import ctx_attribute
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 CALL_ONCE_APIS = ("save_for_backward", "save_for_forward", "mark_dirty", "mark_non_differentiable")
@@ -21,13 +22,7 @@ class _ApiCalls(flow.ScopeVisitor):
         self.calls: list[cst.Call] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value == self.ctx_name
-            and func.attr.value == self.api
-        ):
+        if ctx_attribute(node.func, self.ctx_name) == self.api:
             self.calls.append(node)
 
 

@@ -6,6 +6,7 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
+from autograd_lint.exprs import ctx_attribute
 from autograd_lint.flow import child_bodies, method_body
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import MethodSpec
@@ -191,15 +192,12 @@ class DirtyNotReturned(Rule):
                     )
 
         def mark_dirty_call(small: cst.BaseSmallStatement) -> cst.Call | None:
-            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                func = small.value.func
-                if (
-                    isinstance(func, cst.Attribute)
-                    and isinstance(func.value, cst.Name)
-                    and func.value.value == ctx_name
-                    and func.attr.value == "mark_dirty"
-                ):
-                    return small.value
+            if (
+                isinstance(small, cst.Expr)
+                and isinstance(small.value, cst.Call)
+                and ctx_attribute(small.value.func, ctx_name) == "mark_dirty"
+            ):
+                return small.value
             return None
 
         def walk(statements: Sequence[cst.BaseStatement], marked: dict[str, cst.Call]) -> None:
