@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import Kind
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 class GradientCount(Rule):
@@ -48,8 +45,8 @@ class GradientCount(Rule):
                     continue
                 yield Report(
                     ret.position,
-                    f"{function.name}.{name} returns {_plural(count, 'gradient')}, but forward "
-                    f"takes {_plural(n_inputs, 'input')}"
+                    f"{function.name}.{name} returns {plural(count, 'gradient')}, but forward "
+                    f"takes {plural(n_inputs, 'input')}"
                     + (" (extra gradients must be None)" if count > n_inputs else ""),
                 )
 

@@ -9,6 +9,7 @@ import libcst as cst
 from autograd_lint.exprs import ctx_attribute, dotted_name
 from autograd_lint.flow import ScopeVisitor
 from autograd_lint.imports import ImportMap
+from autograd_lint.rules._common import ctx_writers
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import CtxWrite, Expr, Kind, MethodSpec
 
@@ -110,13 +111,10 @@ class CtxTensorAttribute(Rule):
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
         function = ctx.function
-        writers = [function.method("setup_context")]
-        if function.is_split_style is False:
-            writers.append(function.method("forward"))
         allowed = ctx.settings.allowed_ctx_tensor_attributes
         exempt: set[str] | None = None
-        for method in writers:
-            if method is None or not ctx.own(method):
+        for method in ctx_writers(function):
+            if not ctx.own(method):
                 continue
             for write in method.ctx_writes:
                 tensor = _tensor_held(write)

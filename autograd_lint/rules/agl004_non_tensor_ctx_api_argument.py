@@ -7,6 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.flow import ScopeVisitor, target_names
+from autograd_lint.rules._common import ctx_writers
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import Expr, FunctionSpec, Kind, MethodSpec
 
@@ -95,11 +96,8 @@ class NonTensorCtxApiArgument(Rule):
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
         function = ctx.function
-        callers = [function.method("setup_context")]
-        if function.is_split_style is False:
-            callers.append(function.method("forward"))
-        for method in callers:
-            if method is None or not ctx.own(method):
+        for method in ctx_writers(function):
+            if not ctx.own(method):
                 continue
             tuples: dict[str, str] | None = None
             for call in method.ctx_calls:

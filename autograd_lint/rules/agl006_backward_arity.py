@@ -8,6 +8,7 @@ import libcst as cst
 
 from autograd_lint.exprs import dotted_name
 from autograd_lint.imports import ImportMap
+from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, MethodSpec
 
@@ -30,10 +31,6 @@ TUPLE_RETURNING = frozenset(
 )
 # Name parts that mark the rest of the split/chunk family (unsafe_split, split_copy, ...).
 TUPLE_RETURNING_PARTS = ("split", "chunk", "unbind", "with_indices")
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _calls_tuple_returning_torch(forward: MethodSpec, imports: ImportMap) -> bool:
@@ -102,7 +99,7 @@ class BackwardArity(Rule):
                 if required > 1 or not grads:
                     yield Report(
                         method.position,
-                        f"{function.name}.{name} takes {_plural(len(grads), 'gradient parameter')}"
+                        f"{function.name}.{name} takes {plural(len(grads), 'gradient parameter')}"
                         f"{'' if required == len(grads) else f' ({required} required)'}, but "
                         "boxed_grads_call = True passes all gradients as one list: use "
                         f"{name}(ctx, grads)",
@@ -114,14 +111,14 @@ class BackwardArity(Rule):
             if required > n_outputs:
                 yield Report(
                     method.position,
-                    f"{function.name}.{name} requires {_plural(required, 'gradient')}, but "
-                    f"forward returns {_plural(n_outputs, 'output')}",
+                    f"{function.name}.{name} requires {plural(required, 'gradient')}, but "
+                    f"forward returns {plural(n_outputs, 'output')}",
                 )
             elif len(grads) < n_outputs:
                 yield Report(
                     method.position,
-                    f"{function.name}.{name} takes {_plural(len(grads), 'gradient')}, but "
-                    f"forward returns {_plural(n_outputs, 'output')} and each gets one "
+                    f"{function.name}.{name} takes {plural(len(grads), 'gradient')}, but "
+                    f"forward returns {plural(n_outputs, 'output')} and each gets one "
                     "(None for non-differentiable ones)",
                 )
 

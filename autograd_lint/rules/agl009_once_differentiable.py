@@ -17,6 +17,7 @@ from autograd_lint.exprs import (
 )
 from autograd_lint.flow import ScopeVisitor, child_bodies, method_body, suite_body, target_names
 from autograd_lint.imports import ImportMap
+from autograd_lint.rules._common import ctx_writers
 from autograd_lint.rules.base import (
     Diagnostic,
     FixSafety,
@@ -478,12 +479,9 @@ class OnceDifferentiable(Rule):
     @staticmethod
     def _ctx_intermediate(ctx: FunctionContext, method: MethodSpec) -> str | None:
         function = ctx.function
-        writers = [function.method("setup_context")]
-        if function.is_split_style is False:
-            writers.append(function.method("forward"))
         read: set[str] | None = None
-        for writer in writers:
-            if writer is None or writer.node is None or function.forward_inputs is None:
+        for writer in ctx_writers(function):
+            if writer.node is None or function.forward_inputs is None:
                 continue
             intermediates: _Intermediates | None = None
             for write in writer.ctx_writes:

@@ -9,6 +9,7 @@ import libcst as cst
 
 from autograd_lint import flow
 from autograd_lint.exprs import SAVED_ATTRIBUTES, ctx_attribute
+from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import CtxCall, FunctionSpec, MethodSpec
 
@@ -16,10 +17,6 @@ from autograd_lint.spec import CtxCall, FunctionSpec, MethodSpec
 SAVE_API = {"backward": "save_for_backward", "vjp": "save_for_backward", "jvp": "save_for_forward"}
 # The only public attributes a tuple has.
 TUPLE_ATTRIBUTES = frozenset({"count", "index"})
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 @dataclass(frozen=True)
@@ -190,7 +187,7 @@ class SavedTensorsUnpacking(Rule):
                 continue
             for param in method.params:
                 visitor.bindings[param.name] = visitor.bindings.get(param.name, 0) + 1
-            where = f"{saved.method} saves {_plural(saved.count, 'tensor')} (line {saved.call.position.line})"
+            where = f"{saved.method} saves {plural(saved.count, 'tensor')} (line {saved.call.position.line})"
             for assign, target in visitor.reads:
                 node = target.target
                 attribute = assign.value.attr.value  # type: ignore[attr-defined]
@@ -201,7 +198,7 @@ class SavedTensorsUnpacking(Rule):
                         yield Report(
                             ctx.position(method, assign),
                             f"{function.name}.{name} unpacks ctx.{attribute} into "
-                            f"{_plural(len(node.elements), 'name')}, but {where}",
+                            f"{plural(len(node.elements), 'name')}, but {where}",
                         )
                 elif isinstance(node, cst.Name) and saved.count == 1 and visitor.bindings[node.value] == 1:
                     line = ctx.position(method, assign).line

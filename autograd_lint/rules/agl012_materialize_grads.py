@@ -10,19 +10,16 @@ from autograd_lint.exprs import Classifier, dotted_name, is_none
 from autograd_lint.extract import ParsedUnit
 from autograd_lint.flow import ScopeVisitor, child_bodies, method_body, target_names
 from autograd_lint.imports import ImportMap
+from autograd_lint.rules._common import ctx_writers, short
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec
 
 
 def _materialize_off(function: FunctionSpec) -> bool:
     """True when forward/setup_context call ``ctx.set_materialize_grads(False)`` and nothing else."""
-    writers = [function.method("setup_context")]
-    if function.is_split_style is False:
-        writers.append(function.method("forward"))
     arguments = {
         (call.args[0].text if len(call.args) == 1 and not call.has_starred else None)
-        for method in writers
-        if method is not None
+        for method in ctx_writers(function)
         for call in method.calls("set_materialize_grads")
     }
     return arguments == {"False"}
@@ -143,11 +140,6 @@ class _Scan(ScopeVisitor):
             self._rebind(node.asname.name)
 
 
-def _short(code: str) -> str:
-    text = " ".join(code.split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 class MaterializeGradsOff(Rule):
     """With ``ctx.set_materialize_grads(False)`` called in forward (combined style) or
     setup_context, the engine passes ``None`` instead of zeros for outputs that get no
@@ -199,7 +191,7 @@ class MaterializeGradsOff(Rule):
                 yield Report(
                     ctx.position(method, node),
                     f"{ctx.function.name}.{method.name} uses `{name}` in "
-                    f"`{_short(unit.code(node))}` without testing `{name} is None`, but forward "
+                    f"`{short(unit.code(node), 60)}` without testing `{name} is None`, but forward "
                     "calls ctx.set_materialize_grads(False), so it is None when that output "
                     "gets no gradient",
                 )

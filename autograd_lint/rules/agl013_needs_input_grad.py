@@ -9,8 +9,9 @@ import libcst as cst
 
 from autograd_lint.exprs import ctx_attribute, is_none
 from autograd_lint.flow import child_bodies, method_body, suite_body, target_names
+from autograd_lint.rules._common import takes_ctx
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import CTX_METHODS, FunctionSpec, MethodSpec, Position
+from autograd_lint.spec import FunctionSpec, MethodSpec, Position
 
 Guards = frozenset[int]
 
@@ -201,8 +202,7 @@ class NeedsInputGrad(Rule):
         if any(w.attribute == "needs_input_grad" for m in function.effective_methods.values() for w in m.ctx_writes):
             return  # the Function rebinds the flags (e.g. drops a trailing input): indexes shift
         for name, method in function.methods.items():
-            takes_ctx = name in CTX_METHODS or (name == "forward" and function.is_split_style is False)
-            if not takes_ctx or method.is_classmethod:
+            if not takes_ctx(function, name) or method.is_classmethod:
                 continue
             for read in method.reads("needs_input_grad[]"):
                 if read.index is not None and read.index >= n_inputs:

@@ -6,6 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from autograd_lint.rules._common import short
 from autograd_lint.rules.base import FixSafety, Fixer, FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 # Return shapes (see autograd_lint.spec.Return.shape) that are a container but not a tuple.
@@ -80,7 +81,7 @@ class ContainerReturn(Rule):
                     continue
                 yield Report(
                     ret.position,
-                    f"{ctx.function.name}.{name} returns {what} (`{_short(ret.value.text)}`); "
+                    f"{ctx.function.name}.{name} returns {what} (`{short(ret.value.text, 50)}`); "
                     "return the gradients as a tuple",
                 )
 
@@ -304,7 +305,3 @@ class ContainerReturn(Rule):
         ),
     ]
 
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= 50 else text[:47] + "..."

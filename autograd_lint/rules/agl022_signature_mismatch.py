@@ -8,6 +8,7 @@ import libcst as cst
 
 from autograd_lint.exprs import annotation_kind
 from autograd_lint.flow import ScopeVisitor, target_names
+from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec, ParamKind
 
@@ -69,10 +70,6 @@ class _InputsUse(ScopeVisitor):
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         self.rebound = self.rebound or self._binds(node.target)
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 class SignatureMismatch(Rule):
@@ -184,7 +181,7 @@ class SignatureMismatch(Rule):
         positional = setup.positional
         required = [p for p in positional if p.is_required_positional]
         if len(positional) < 3 or len(required) > 3:
-            count = _plural(len(required if len(required) > 3 else positional), "positional parameter")
+            count = plural(len(required if len(required) > 3 else positional), "positional parameter")
             yield Report(
                 setup.position,
                 f"{function.name}.setup_context takes {count}"
@@ -213,7 +210,7 @@ class SignatureMismatch(Rule):
                 yield Report(
                     unit.position(node),
                     f"{function.name}.setup_context unpacks `{use.name}` into "
-                    f"{_plural(count, 'name')}, but forward takes {_plural(n_inputs, 'input')}",
+                    f"{plural(count, 'name')}, but forward takes {plural(n_inputs, 'input')}",
                 )
 
     VALID = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autograd_lint.rules._common import argument_range
+from autograd_lint.rules._common import argument_range, plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec, Return
 
@@ -19,10 +19,6 @@ _NOT_A_TUPLE = {
     "none": "None",
     "bare": "None",
 }
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _returns_not_a_pair(ret: Return) -> str | None:
@@ -106,12 +102,12 @@ class VmapContract(Rule):
         required = sum(1 for p in positional if p.default is None)
         fewest, most = passed[0] + 2, passed[1] + 2
         if required > most or len(positional) < fewest:
-            expected = _plural(most, "positional parameter")
+            expected = plural(most, "positional parameter")
             if fewest != most:
                 expected = f"{fewest} to {expected}"
             yield Report(
                 vmap.position,
-                f"{function.name}.vmap takes {_plural(len(positional), 'positional parameter')}, "
+                f"{function.name}.vmap takes {plural(len(positional), 'positional parameter')}, "
                 f"but it is called with {expected.replace('parameter', 'argument')} "
                 f"(info, in_dims and one per forward input)",
             )

@@ -7,13 +7,9 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.flow import bound_names, escapes, inplace_writes, method_body, return_statements
-from autograd_lint.rules._common import argument_range
+from autograd_lint.rules._common import argument_range, plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _passed_to_call(function: cst.FunctionDef, name: str) -> bool:
@@ -73,10 +69,10 @@ class JvpContract(Rule):
         required = sum(1 for p in tangents if p.default is None)
         fewest, most = passed
         if required > most or len(tangents) < fewest:
-            expected = _plural(most, "input") if fewest == most else f"{fewest} to {most} inputs"
+            expected = plural(most, "input") if fewest == most else f"{fewest} to {most} inputs"
             yield Report(
                 jvp.position,
-                f"{function.name}.jvp takes {_plural(len(tangents), 'tangent')} after ctx, but "
+                f"{function.name}.jvp takes {plural(len(tangents), 'tangent')} after ctx, but "
                 f"forward is called with {expected} (jvp gets one tangent per input)",
             )
 
@@ -110,8 +106,8 @@ class JvpContract(Rule):
             if ret.shape == "tuple" and ret.elements is not None and len(ret.elements) != n_outputs:
                 yield Report(
                     ret.position,
-                    f"{function.name}.jvp returns {_plural(len(ret.elements), 'tangent')}, but "
-                    f"forward returns {_plural(n_outputs, 'output')}",
+                    f"{function.name}.jvp returns {plural(len(ret.elements), 'tangent')}, but "
+                    f"forward returns {plural(n_outputs, 'output')}",
                 )
 
     # (d)

@@ -6,8 +6,8 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
+from autograd_lint.rules._common import takes_ctx
 from autograd_lint.rules.base import FixSafety, Fixer, FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import CTX_METHODS
 
 
 class _Fix(Fixer):
@@ -88,8 +88,7 @@ class DeprecatedCtxApi(Rule):
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
         function = ctx.function
         for name, method in function.methods.items():
-            has_ctx = name in CTX_METHODS or (name == "forward" and function.is_split_style is False)
-            if not has_ctx:
+            if not takes_ctx(function, name):
                 continue
             for read in method.reads("saved_variables"):
                 yield Report(
