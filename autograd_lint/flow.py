@@ -425,6 +425,22 @@ def escapes(function: cst.FunctionDef, name: str, *, in_nested_scopes: bool = Fa
     return found
 
 
+def passed_to_call(function: cst.FunctionDef, name: str, *, as_out: bool = True) -> bool:
+    """Whether ``name`` itself is an argument of some call in ``function`` (nested scopes
+    included: a closure may make the call); ``out=name`` counts only with ``as_out``."""
+    found = False
+
+    class _Args(cst.CSTVisitor):
+        def visit_Arg(self, node: cst.Arg) -> None:
+            nonlocal found
+            is_out = node.keyword is not None and node.keyword.value == "out"
+            if (as_out or not is_out) and isinstance(node.value, cst.Name) and node.value.value == name:
+                found = True
+
+    function.visit(_Args())
+    return found
+
+
 def is_inplace_name(name: str) -> bool:
     """Whether a method or torch function of this name writes its tensor in place (``mul_``)."""
     return name.endswith("_") and not name.startswith("_") and name not in HARMLESS_INPLACE

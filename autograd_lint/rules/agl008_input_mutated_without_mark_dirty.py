@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import libcst as cst
-
-from autograd_lint.flow import inplace_writes, method_body
+from autograd_lint.flow import inplace_writes, method_body, passed_to_call
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import Kind, MethodSpec
 
@@ -27,18 +25,9 @@ def _is_tensor_only_write(how: str) -> bool:
 
 def _passes_ctx(method: MethodSpec) -> bool:
     """Whether ``method`` hands its ctx to another call (which may call mark_dirty)."""
-    ctx_name = method.ctx_name
-    if method.node is None or ctx_name is None:
+    if method.node is None or method.ctx_name is None:
         return True
-    found = False
-
-    class _Visitor(cst.CSTVisitor):
-        def visit_Arg(self, node: cst.Arg) -> None:
-            nonlocal found
-            found = found or (isinstance(node.value, cst.Name) and node.value.value == ctx_name)
-
-    method.node.visit(_Visitor())
-    return found
+    return passed_to_call(method.node, method.ctx_name)
 
 
 class InputMutatedWithoutMarkDirty(Rule):

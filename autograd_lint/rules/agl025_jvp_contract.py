@@ -6,25 +6,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.flow import bound_names, escapes, inplace_writes, method_body, return_statements
+from autograd_lint.flow import bound_names, escapes, inplace_writes, method_body, passed_to_call, return_statements
 from autograd_lint.rules._common import argument_range, plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec
-
-
-def _passed_to_call(function: cst.FunctionDef, name: str) -> bool:
-    """Whether ``name`` is an argument of some call (other than ``out=``)."""
-    found = False
-
-    class _Args(cst.CSTVisitor):
-        def visit_Arg(self, node: cst.Arg) -> None:
-            nonlocal found
-            is_out = node.keyword is not None and node.keyword.value == "out"
-            if not is_out and isinstance(node.value, cst.Name) and node.value.value == name:
-                found = True
-
-    function.visit(_Args())
-    return found
 
 
 class JvpContract(Rule):
@@ -134,7 +119,7 @@ class JvpContract(Rule):
                 if index >= len(tangents):
                     continue  # an arity problem, reported by (a)
                 tangent = tangents[index].name
-                if _passed_to_call(jvp.node, tangent):
+                if passed_to_call(jvp.node, tangent, as_out=False):
                     continue  # a helper may modify it in place
                 writes = inplace_writes(method_body(jvp.node), {tangent}, ctx.analysis.imports, lambda n: True)
                 if writes:
