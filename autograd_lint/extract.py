@@ -22,6 +22,7 @@ from autograd_lint.exprs import (
     is_literal,
     is_none,
 )
+from autograd_lint.flow import target_names
 from autograd_lint.imports import ImportMap
 from autograd_lint.spec import (
     FUNCTION_METHODS,
@@ -280,16 +281,6 @@ def _is_single_value(node: cst.BaseExpression) -> bool:
     )
 
 
-def _assigned_names(target: cst.BaseExpression) -> Iterator[str]:
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _assigned_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _assigned_names(target.value)
-
-
 class _BodyVisitor(cst.CSTVisitor):
     """Collects what a method body does, without entering nested scopes."""
 
@@ -323,7 +314,7 @@ class _BodyVisitor(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            for name in _assigned_names(target.target):
+            for name in target_names(target.target):
                 self.b.assignments.setdefault(name, []).append(
                     node.value if isinstance(target.target, cst.Name) else None
                 )
@@ -332,27 +323,27 @@ class _BodyVisitor(cst.CSTVisitor):
             self.b.saved_reads_assigned[node.value] = tuple(t.target for t in node.targets)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        for name in _assigned_names(node.target):
+        for name in target_names(node.target):
             self.b.assignments.setdefault(name, []).append(node.value)
         if node.value is not None:
             self.b.ctx_targets(node.target, node.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        for name in _assigned_names(node.target):
+        for name in target_names(node.target):
             self.b.assignments.setdefault(name, []).append(None)
 
     def visit_For(self, node: cst.For) -> bool:  # type: ignore[override]
-        for name in _assigned_names(node.target):
+        for name in target_names(node.target):
             self.b.assignments.setdefault(name, []).append(None)
         return self._enter_loop(node)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
-            for name in _assigned_names(node.asname.name):
+            for name in target_names(node.asname.name):
                 self.b.assignments.setdefault(name, []).append(None)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        for name in _assigned_names(node.target):
+        for name in target_names(node.target):
             self.b.assignments.setdefault(name, []).append(None)
 
     def visit_Call(self, node: cst.Call) -> None:
