@@ -1,7 +1,12 @@
-"""Small helpers that several rules share: message wording and facts about a Function's calls."""
+"""Small helpers that several rules share: message wording, which methods get ctx, and repeats on one path."""
 
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
+import libcst as cst
+
+from autograd_lint import flow
 from autograd_lint.spec import CTX_METHODS, FunctionSpec, MethodSpec
 
 
@@ -44,3 +49,20 @@ def argument_range(function: FunctionSpec) -> tuple[int, int] | None:
     if function.is_split_style:
         return len(inputs), len(inputs)
     return sum(1 for p in inputs if p.default is None), len(inputs)
+
+
+def repeated_on_one_path(
+    body: Sequence[cst.BaseStatement],
+    nodes: Sequence[cst.CSTNode],
+    weight: Callable[[cst.CSTNode], int] = lambda node: 1,
+) -> tuple[cst.CSTNode, str] | None:
+    """The first of ``nodes`` that can run a second time on one path through ``body``
+    (see :func:`flow.first_repeated`), and how the message says so: ``inside a loop``
+    or ``N times on one path``."""
+    second = flow.first_repeated(body, nodes, weight)
+    if second is None:
+        return None
+    ids = {id(node) for node in nodes}
+    total = flow.most_on_one_path(body, lambda node: weight(node) if id(node) in ids else 0)
+    in_loop = flow.most_on_one_path(body, lambda node: weight(node) if node is second else 0) > 1
+    return second, "inside a loop" if in_loop else f"{total} times on one path"

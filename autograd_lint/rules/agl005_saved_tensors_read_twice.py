@@ -8,6 +8,7 @@ import libcst as cst
 
 from autograd_lint import flow
 from autograd_lint.exprs import SAVED_ATTRIBUTES, ctx_attribute
+from autograd_lint.rules._common import repeated_on_one_path
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.spec import Kind, MethodSpec
 
@@ -111,19 +112,13 @@ class SavedTensorsReadTwice(Rule):
             if ctx.unit(method) is None:
                 continue
             reads, repeated = saved_tensor_reads(method)
-            body = flow.method_body(method.node)
-            weight = lambda node: 2 if id(node) in repeated else 1  # noqa: E731
-            second = flow.first_repeated(body, reads, weight)
-            if second is None:
-                continue
-            attribute = second.attr.value  # type: ignore[attr-defined]
-            read_ids = {id(read) for read in reads}
-            total = flow.most_on_one_path(body, lambda node: weight(node) if id(node) in read_ids else 0)
-            where = (
-                "inside a loop"
-                if flow.most_on_one_path(body, lambda node: weight(node) if node is second else 0) > 1
-                else f"{total} times on one path"
+            found = repeated_on_one_path(
+                flow.method_body(method.node), reads, lambda node: 2 if id(node) in repeated else 1
             )
+            if found is None:
+                continue
+            second, where = found
+            attribute = second.attr.value  # type: ignore[attr-defined]
             consequence = (
                 "this always fails because the class sets clear_saved_tensors_on_access = True"
                 if clears

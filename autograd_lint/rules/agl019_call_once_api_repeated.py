@@ -8,6 +8,7 @@ import libcst as cst
 
 from autograd_lint import flow
 from autograd_lint.exprs import ctx_attribute
+from autograd_lint.rules._common import repeated_on_one_path
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 CALL_ONCE_APIS = ("save_for_backward", "save_for_forward", "mark_dirty", "mark_non_differentiable")
@@ -63,13 +64,10 @@ class CallOnceApiRepeated(Rule):
                 continue  # the spec already says there is none
             visitor = _ApiCalls(method.ctx_name, api)
             flow.visit_body(method.node, visitor)
-            second = flow.first_repeated(body, visitor.calls)
-            if second is None:
+            found = repeated_on_one_path(body, visitor.calls)
+            if found is None:
                 continue
-            call_ids = {id(call) for call in visitor.calls}
-            total = flow.most_on_one_path(body, lambda node: 1 if id(node) in call_ids else 0)
-            in_loop = flow.most_on_one_path(body, lambda node: 1 if node is second else 0) > 1
-            where = "inside a loop" if in_loop else f"{total} times on one path"
+            second, where = found
             yield Report(
                 ctx.position(method, second),
                 f"{function.name}.{name} calls ctx.{api} {where}; only the last call takes "
