@@ -14,6 +14,7 @@ from typing import Iterator, Mapping, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from autograd_lint import traverse
 from autograd_lint.exprs import (
     TENSOR_ONLY_METHODS,
     Classifier,
@@ -390,7 +391,7 @@ class MethodBuilder:
         self.tensor_evidence: set[str] = set()
         self.param_kinds: dict[str, Kind] = {}
         self.index_nodes: list[tuple[cst.Subscript, int]] = []  # ctx.needs_input_grad[k]
-        node.visit(_BodyVisitor(self))
+        traverse.visit(node, _BodyVisitor(self))
         self.classifier = Classifier(imports, self._name_kinds())
 
     # -- small pieces -----------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Callable, Iterator, Sequence
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.exprs import dotted_name
 from autograd_lint.imports import ImportMap
 
@@ -52,7 +53,7 @@ def count_in(node: cst.CSTNode | None, counter: Counter) -> int:
     if node is None:
         return 0
     visitor = _Count(counter)
-    node.visit(visitor)
+    traverse.visit(node, visitor)
     return visitor.total
 
 
@@ -83,7 +84,7 @@ def return_statements(function: cst.FunctionDef) -> list[cst.Return]:
         def visit_Return(self, node: cst.Return) -> None:
             found.append(node)
 
-    function.visit(_Returns())
+    traverse.visit(function, _Returns())
     return found
 
 
@@ -173,7 +174,7 @@ def method_body(function: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
 def visit_body(function: cst.FunctionDef, visitor: cst.CSTVisitor) -> None:
     """Visits each statement of ``function``'s body (not its decorators or parameters)."""
     for statement in method_body(function):
-        statement.visit(visitor)
+        traverse.visit(statement, visitor)
 
 
 def can_fall_through(body: Sequence[cst.BaseStatement]) -> bool:
@@ -305,13 +306,13 @@ def inplace_writes(
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 continue
             if isinstance(statement, cst.SimpleStatementLine):
-                statement.visit(_Writes())
+                traverse.visit(statement, _Writes())
                 visit_targets(statement)
                 rebind(statement)
                 continue
             # Compound statement: its header expressions, then its bodies in order.
             for header in _headers(statement):
-                header.visit(_Writes())
+                traverse.visit(header, _Writes())
             if isinstance(statement, cst.For):
                 for name in target_names(statement.target):
                     aliases.pop(name, None)
@@ -380,7 +381,7 @@ def bound_names(function: cst.FunctionDef) -> set[str]:
         def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
             found.update(n.name.value for n in node.names)
 
-    function.visit(_Bindings())
+    traverse.visit(function, _Bindings())
     return found
 
 
@@ -437,7 +438,7 @@ def passed_to_call(function: cst.FunctionDef, name: str, *, as_out: bool = True)
             if (as_out or not is_out) and isinstance(node.value, cst.Name) and node.value.value == name:
                 found = True
 
-    function.visit(_Args())
+    traverse.visit(function, _Args())
     return found
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import libcst as cst
 from libcst.metadata import Assignment, MetadataWrapper, Scope, ScopeProvider
 
+from autograd_lint import traverse
 from autograd_lint.spec import FUNCTION_METHODS, FunctionSpec, Position
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
         return []
     scopes = MetadataWrapper(unit.module, unsafe_skip_copy=True).resolve(ScopeProvider)
     visitor = _UseVisitor(unit, by_position, scopes)
-    unit.module.visit(visitor)
+    traverse.visit(unit.module, visitor)
     uses = [replace(use, class_methods=_class_methods(use.function, visitor.defined)) for use in visitor.uses]
     return sorted(uses, key=lambda use: (use.position.line, use.position.column))
 
@@ -352,7 +353,7 @@ class ApplyIndex:
                     index.defs.append(node)
                 return True
 
-        unit.module.visit(_Collect())
+        traverse.visit(unit.module, _Collect())
 
     def binding(self, name: cst.Name) -> cst.CSTNode | None:
         """The node that binds ``name`` where it is used, when there is exactly one

@@ -6,11 +6,19 @@ from typing import Iterator
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.exprs import ctx_attribute, dotted_name
 from autograd_lint.flow import ScopeVisitor
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules._common import ctx_writers
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import CtxWrite, Expr, Kind, MethodSpec
 
 # ctx methods that receive ctx from the engine and may release or fill ctx attributes.
@@ -78,7 +86,7 @@ def _released_or_filled(method: MethodSpec, imports: ImportMap) -> set[str] | No
                 if arg.keyword is not None and arg.keyword.value == "out":
                     mark(arg.value)
 
-    method.node.visit(_Visitor())
+    traverse.visit(method.node, _Visitor())
     found.update(attr for name, attr in bound.items() if name in written)
     return found
 

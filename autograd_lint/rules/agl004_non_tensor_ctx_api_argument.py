@@ -6,9 +6,17 @@ from typing import Iterator
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.flow import ScopeVisitor, target_names
 from autograd_lint.rules._common import ctx_writers
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import Expr, FunctionSpec, Kind, MethodSpec
 
 # The ctx APIs that accept tensors only, and whether each also accepts None (a no-op).
@@ -48,7 +56,7 @@ def _bound_names(method: MethodSpec) -> set[str]:
         def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
             names.update(target_names(node.target))
 
-    method.node.visit(_Visitor())
+    traverse.visit(method.node, _Visitor())
     return names
 
 

@@ -6,10 +6,17 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint import flow
+from autograd_lint import flow, traverse
 from autograd_lint.exprs import SAVED_ATTRIBUTES, ctx_attribute
 from autograd_lint.rules._common import repeated_on_one_path
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import Kind, MethodSpec
 
 ATTRIBUTE = "clear_saved_tensors_on_access"
@@ -41,18 +48,18 @@ class _Reads(flow.ScopeVisitor):
     # item; only the outermost iterable is evaluated once.
     def _comprehension(self, node: cst.BaseComp) -> bool:
         outer = node.for_in
-        outer.iter.visit(self)
+        traverse.visit(outer.iter, self)
         self.comprehension_depth += 1
-        outer.target.visit(self)
+        traverse.visit(outer.target, self)
         for condition in outer.ifs:
-            condition.visit(self)
+            traverse.visit(condition, self)
         if outer.inner_for_in is not None:
-            outer.inner_for_in.visit(self)
+            traverse.visit(outer.inner_for_in, self)
         if isinstance(node, cst.DictComp):
-            node.key.visit(self)
-            node.value.visit(self)
+            traverse.visit(node.key, self)
+            traverse.visit(node.value, self)
         else:
-            node.elt.visit(self)  # type: ignore[attr-defined]
+            traverse.visit(node.elt, self)  # type: ignore[attr-defined]
         self.comprehension_depth -= 1
         return False
 

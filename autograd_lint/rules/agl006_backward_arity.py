@@ -6,10 +6,18 @@ from typing import Iterator
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.exprs import dotted_name
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules._common import plural
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import FunctionSpec, MethodSpec
 
 # torch functions that return a tuple although the classifier calls every
@@ -47,7 +55,7 @@ def _calls_tuple_returning_torch(forward: MethodSpec, imports: ImportMap) -> boo
             if short in TUPLE_RETURNING or any(part in short for part in TUPLE_RETURNING_PARTS):
                 found = True
 
-    forward.node.visit(_Calls())
+    traverse.visit(forward.node, _Calls())
     return found
 
 

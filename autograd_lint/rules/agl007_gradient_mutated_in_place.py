@@ -6,10 +6,24 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.exprs import dotted_name
-from autograd_lint.flow import InplaceWrite, ScopeVisitor, inplace_writes, is_inplace_name, method_body
+from autograd_lint.flow import (
+    InplaceWrite,
+    ScopeVisitor,
+    inplace_writes,
+    is_inplace_name,
+    method_body,
+)
 from autograd_lint.imports import ImportMap
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import MethodSpec, ParamKind
 
 # List methods that change which tensors a boxed grads list holds, not the tensors.
@@ -49,7 +63,7 @@ def _changes_sequence(statement: cst.CSTNode, sequence: str) -> bool:
             if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
                 found = found or (func.value.value == sequence and func.attr.value in _LIST_METHODS)
 
-    statement.visit(_Visitor())
+    traverse.visit(statement, _Visitor())
     return found
 
 
@@ -118,7 +132,7 @@ def _direct_writes(statement: cst.CSTNode, sequence: str, imports: ImportMap) ->
             if _element_index(t, sequence) or (isinstance(t, cst.Subscript) and _element_index(t.value, sequence)):
                 found.append(InplaceWrite(sequence, node, "op="))
 
-    statement.visit(_Visitor())
+    traverse.visit(statement, _Visitor())
     return found
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.exprs import (
     NON_TENSOR_ATTRIBUTES,
     NON_TENSOR_BUILTINS,
@@ -15,13 +16,19 @@ from autograd_lint.exprs import (
     ctx_attribute,
     dotted_name,
 )
-from autograd_lint.flow import ScopeVisitor, child_bodies, method_body, suite_body, target_names
+from autograd_lint.flow import (
+    ScopeVisitor,
+    child_bodies,
+    method_body,
+    suite_body,
+    target_names,
+)
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules._common import ctx_writers
 from autograd_lint.rules.base import (
     Diagnostic,
-    FixSafety,
     Fixer,
+    FixSafety,
     FunctionContext,
     ImportRef,
     Invalid,
@@ -268,7 +275,7 @@ def _assignments(method: MethodSpec) -> dict[str, list[tuple[cst.BaseExpression 
                 found.setdefault(name, []).append((None, False))
 
     assert method.node is not None
-    method.node.visit(_Visitor())
+    traverse.visit(method.node, _Visitor())
     return found
 
 
@@ -361,7 +368,7 @@ def _ctx_reads(method: MethodSpec) -> set[str]:
                 found.add(attribute)
 
     assert method.node is not None
-    method.node.visit(_Visitor())
+    traverse.visit(method.node, _Visitor())
     return found
 
 
@@ -829,5 +836,5 @@ def _written_value_is_intermediate(
                     found = found or intermediates.is_intermediate_value(node.value)
 
     assert writer.node is not None
-    writer.node.visit(_Visitor())
+    traverse.visit(writer.node, _Visitor())
     return found

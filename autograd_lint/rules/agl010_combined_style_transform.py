@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.analysis import TRANSFORM_MODULES, TRANSFORMS
 from autograd_lint.exprs import dotted_name
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
@@ -55,7 +56,7 @@ def _applies_in(node: cst.CSTNode, index: ApplyIndex) -> list[FunctionSpec]:
             if function is not None and function not in found:
                 found.append(function)
 
-    node.visit(_Calls())
+    traverse.visit(node, _Calls())
     return found
 
 

@@ -6,12 +6,20 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.exprs import Classifier, dotted_name, is_none
 from autograd_lint.extract import ParsedUnit
 from autograd_lint.flow import ScopeVisitor, child_bodies, method_body, target_names
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules._common import ctx_writers, short
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec
 
 
@@ -180,7 +188,7 @@ class MaterializeGradsOff(Rule):
         for parts in _units(method_body(method.node)):
             scan = _Scan(grads, ctx.analysis.imports)
             for part in parts:
-                part.visit(scan)
+                traverse.visit(part, scan)
             # A test in the same statement counts (`g * 2 if g is not None else None`);
             # a rebinding only from the next one (`g = g.contiguous()` uses the parameter).
             guarded |= scan.guarded

@@ -7,10 +7,18 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.exprs import ctx_attribute, is_none
 from autograd_lint.flow import child_bodies, method_body, suite_body, target_names
 from autograd_lint.rules._common import takes_ctx
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import FunctionSpec, MethodSpec, Position
 
 Guards = frozenset[int]
@@ -126,7 +134,7 @@ class _GuardWalker:
         # `(g := ...)` in a statement's own expressions (not its nested blocks) binds g
         # on the statement's path.
         visitor = _Walrus()
-        node.visit(visitor)
+        traverse.visit(node, visitor)
         for name in visitor.found:
             self.bindings.append(_Binding(name, guards))
 

@@ -6,7 +6,13 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 
 import libcst as cst
 
-from autograd_lint.exprs import TENSOR_ONLY_METHODS, Classifier, annotation_kind, is_literal
+from autograd_lint import traverse
+from autograd_lint.exprs import (
+    TENSOR_ONLY_METHODS,
+    Classifier,
+    annotation_kind,
+    is_literal,
+)
 from autograd_lint.flow import ScopeVisitor
 from autograd_lint.imports import ImportMap
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
@@ -60,7 +66,7 @@ def scope_kinds(function: cst.FunctionDef | None, imports: ImportMap, base: Mapp
                         if isinstance(element.value, cst.Name):
                             values.setdefault(element.value.value, []).append(None)
 
-    function.visit(_Scan())
+    traverse.visit(function, _Scan())
     for _ in range(2):
         classifier = Classifier(imports, kinds)
         for name, assigned in values.items():

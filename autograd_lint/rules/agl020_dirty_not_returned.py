@@ -6,9 +6,17 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.exprs import ctx_attribute
 from autograd_lint.flow import child_bodies, method_body
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import MethodSpec
 
 # Operators that can join or repeat tuples, so `(out,) + rest` may return the name.
@@ -34,10 +42,10 @@ def _mentioned(node: cst.CSTNode) -> set[str]:
             names.add(node.value)
 
         def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
+            traverse.visit(node.value, self)
             return False  # `y.x` does not mention a name `x`
 
-    node.visit(_Visitor())
+    traverse.visit(node, _Visitor())
     return names
 
 
@@ -94,7 +102,7 @@ def _flows(method: MethodSpec) -> list[tuple[set[str], set[str]]]:
                 arguments = set().union(*(_mentioned(a.value) for a in node.args)) if node.args else set()
                 flows.append((_root(node.func.value), arguments))
 
-    method.node.visit(_Visitor())
+    traverse.visit(method.node, _Visitor())
     return flows
 
 

@@ -6,10 +6,18 @@ from typing import Iterator
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.exprs import annotation_kind
 from autograd_lint.flow import ScopeVisitor, target_names
 from autograd_lint.rules._common import plural
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 from autograd_lint.spec import FunctionSpec, Kind, MethodSpec, ParamKind
 
 # Names that say a parameter is meant to be ctx (trap 9: `self` in old code).
@@ -193,7 +201,7 @@ class SignatureMismatch(Rule):
         if unit is None or setup.node is None:
             return
         use = _InputsUse(positional[1].name, setup.node)
-        setup.node.visit(use)
+        traverse.visit(setup.node, use)
         if use.rebound:
             return
         for node in use.attributes:

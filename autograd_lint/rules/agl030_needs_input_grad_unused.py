@@ -6,10 +6,18 @@ from typing import Iterator
 
 import libcst as cst
 
+from autograd_lint import traverse
 from autograd_lint.exprs import dotted_name
 from autograd_lint.flow import ScopeVisitor, escapes, return_statements
 from autograd_lint.imports import ImportMap
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import (
+    FunctionContext,
+    Invalid,
+    Report,
+    Rule,
+    Severity,
+    Valid,
+)
 
 # Operations whose cost makes computing an unneeded gradient worth avoiding.
 EXPENSIVE = frozenset({"mm", "matmul", "bmm", "einsum"})
@@ -47,7 +55,7 @@ class _Expensive(cst.CSTVisitor):
             self.operation = self.operation or f".{func.attr.value}()"
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # `x.attr`: the name is `x`, not `attr`
+        traverse.visit(node.value, self)  # `x.attr`: the name is `x`, not `attr`
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
@@ -74,7 +82,7 @@ def _assignments(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression
             if isinstance(node.target, cst.Name) and node.value is not None:
                 found.setdefault(node.target.value, []).append(node.value)
 
-    function.visit(_Assign())
+    traverse.visit(function, _Assign())
     return found
 
 
@@ -293,7 +301,7 @@ def _operation(
 ) -> str | None:
     """The expensive operation ``node`` performs, itself or through the locals it reads."""
     visitor = _Expensive(imports)
-    node.visit(visitor)
+    traverse.visit(node, visitor)
     if visitor.operation is not None:
         return visitor.operation
     for name in sorted(visitor.names - seen):
