@@ -79,8 +79,7 @@ class ParsedUnit:
     ) -> "ParsedUnit":
         """Parse ``source``; raises ``libcst.ParserSyntaxError`` when it is not valid."""
         wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
-        positions = wrapper.resolve(PositionProvider)
-        return cls(path, wrapper.module, line_offset, column_offset, enclosing, positions)
+        return cls(path, wrapper.module, line_offset, column_offset, enclosing, _positions(wrapper))
 
     def position(self, node: cst.CSTNode) -> Position:
         start = self._positions[node].start
@@ -91,6 +90,20 @@ class ParsedUnit:
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
+
+
+def _positions(wrapper: MetadataWrapper) -> Mapping[cst.CSTNode, CodeRange]:
+    """Every node's position, as ``wrapper.resolve(PositionProvider)`` gives them.
+
+    ``resolve`` also walks the whole tree once for batchable providers even when
+    there are none, which cost as much as computing the positions; asking the
+    provider directly skips that walk.  Should libcst rename that entry point, the
+    public route still works.
+    """
+    generate = getattr(PositionProvider(), "_gen", None)
+    if generate is None:
+        return wrapper.resolve(PositionProvider)
+    return generate(wrapper)
 
 
 @dataclass
