@@ -19,7 +19,7 @@ import multiprocessing
 import os
 import re
 import sys
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
@@ -77,54 +77,92 @@ def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
 
 @dataclass
 class FileResult(Generic[T]):
-    """A file's Functions and its job's result, or the error that stopped it."""
+    """What a worker found in one file.
+
+    ``analysed`` is false for a file that cannot define a Function by itself;
+    ``may_subclass`` then says whether it has a class with a base, which may turn
+    out to be a Function of another file in a later round.
+    """
 
     path: str
     functions: list[FunctionSpec] = field(default_factory=list)
     open_refs: set[str] = field(default_factory=set)
     result: T | None = None
     error: SourceError | None = None
+    analysed: bool = True
+    may_subclass: bool = False
 
 
-def _run_one(
-    source: SourceFile, explicit: bool, known: Mapping[str, FunctionSpec], settings: Settings, job: FileJob[T]
-) -> FileResult[T]:
+@dataclass(frozen=True)
+class _Round(Generic[T]):
+    """What every task of one round shares; sent to each worker once."""
+
+    known: Mapping[str, FunctionSpec]
+    settings: Settings
+    job: FileJob[T]
+    # Round one: the gate for files that can define a Function by themselves.
+    extra_words: re.Pattern[str] | None = None
+    # Later rounds: names of the Functions found in the previous round.
+    mention: re.Pattern[str] | None = None
+
+
+# A task: (path, explicit, analyse whatever the text says)
+_Task = tuple[str, bool, bool]
+
+
+def _analyse(source: SourceFile, explicit: bool, state: _Round[T]) -> FileResult[T]:
     try:
         if explicit:
             syntax_check(source)
-        analysis = analyze(source, known, settings)
-        return FileResult(source.path, analysis.functions, analysis.open_refs, job(analysis, settings))
+        analysis = analyze(source, state.known, state.settings)
+        result = state.job(analysis, state.settings)
+        return FileResult(source.path, analysis.functions, analysis.open_refs, result)
     except SourceError as error:
         return FileResult(source.path, error=error)
 
 
-# Set once per worker process, so that each task does not pickle them again.
-_worker_state: dict[str, object] = {}
+def _run_task(task: _Task, state: _Round[T]) -> FileResult[T]:
+    """Read one file and analyse it if it can hold a Function (workers do the reading too)."""
+    path, explicit, force = task
+    try:
+        source = read_source(path)
+    except SourceError as error:
+        return FileResult(path, error=error)
+    if state.mention is not None:
+        wanted = force or state.mention.search(source.text) is not None
+    else:
+        wanted = force or explicit or mentions_function(path, source.text, state.extra_words)
+    if wanted:
+        return _analyse(source, explicit, state)
+    return FileResult(path, analysed=False, may_subclass=_has_subclass_header(source.text))
 
 
-def _init_worker(known: Mapping[str, FunctionSpec], settings: Settings, job: FileJob[T]) -> None:
-    _worker_state.update(known=known, settings=settings, job=job)
+# Set once per worker process, so that tasks do not pickle the round's state again.
+_worker_round: list[_Round] = []  # type: ignore[type-arg]
 
 
-def _run_in_worker(item: tuple[SourceFile, bool]) -> FileResult[T]:
-    state = _worker_state
-    return _run_one(item[0], item[1], state["known"], state["settings"], state["job"])  # type: ignore[arg-type]
+def _init_worker(state: _Round[T]) -> None:
+    _worker_round[:] = [state]
 
 
-def _executor(
-    count: int, known: Mapping[str, FunctionSpec], settings: Settings, job: FileJob[T]
-) -> Executor | None:
-    workers = settings.jobs or os.cpu_count() or 1
-    if workers <= 1 or count < _PARALLEL_THRESHOLD:
-        return None
+def _run_in_worker(task: _Task) -> FileResult:  # type: ignore[type-arg]
+    return _run_task(task, _worker_round[0])
+
+
+def _run_round(tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
+    workers = state.settings.jobs or os.cpu_count() or 1
+    if workers <= 1 or len(tasks) < _PARALLEL_THRESHOLD:
+        return [_run_task(task, state) for task in tasks]
     # fork shares the already-imported libcst with the workers; elsewhere use the default.
     method = "fork" if sys.platform.startswith("linux") else None
-    return ProcessPoolExecutor(
-        min(workers, count),
+    with ProcessPoolExecutor(
+        min(workers, len(tasks)),
         mp_context=multiprocessing.get_context(method),
         initializer=_init_worker,
-        initargs=(known, settings, job),
-    )
+        initargs=(state,),
+    ) as executor:
+        chunk = max(1, min(32, len(tasks) // (4 * workers)))
+        return list(executor.map(_run_in_worker, tasks, chunksize=chunk))
 
 
 @dataclass
@@ -143,58 +181,37 @@ class Run(Generic[T]):
 def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJob[T]) -> Run[T]:
     """Analyse every file under ``paths`` and apply ``job`` to each that holds a Function."""
     errors: list[SourceError] = []
-    sources: dict[str, tuple[SourceFile, bool]] = {}
+    targets: dict[str, bool] = {}
     for target in iter_targets(paths, settings):
         if isinstance(target, SourceError):
             errors.append(target)
-            continue
-        if target.path in sources:
-            continue
-        try:
-            sources[target.path] = (read_source(target.path), target.explicit)
-        except SourceError as error:
-            errors.append(error)
+        else:
+            targets.setdefault(target.path, target.explicit)
     extra = _words_pattern(name.rsplit(".", 1)[-1] for name in settings.extra_bases)
-    pending = [p for p, (s, explicit) in sources.items() if explicit or mentions_function(p, s.text, extra)]
+    state: _Round[T] = _Round({}, settings, job, extra_words=extra)
+    tasks: list[_Task] = [(path, explicit, False) for path, explicit in targets.items()]
     results: dict[str, FileResult[T]] = {}
     known: dict[str, FunctionSpec] = {}
-    while pending:
-        for result in _analyse_all([sources[p] for p in pending], known, settings, job):
+    while tasks:
+        for result in _run_round(tasks, state):
             results[result.path] = result
-        new = {f.full_name: f for p in pending for f in results[p].functions if f.full_name not in known}
+        new = {
+            f.full_name: f for path, _, _ in tasks for f in results[path].functions if f.full_name not in known
+        }
         if not new:
             break
         known.update(new)
-        simple_names = {name.rsplit(".", 1)[-1] for name in new}
-        mention = _words_pattern(simple_names)
-        pending = [
-            path
-            for path, (source, _) in sources.items()
-            if (path in results and results[path].open_refs & new.keys())
-            or (
-                path not in results
-                and mention is not None
-                and _has_subclass_header(source.text)
-                and mention.search(source.text)
-            )
+        # A file refers to a Function of another module by its top-level name.
+        mention = _words_pattern(name.split(".", 1)[0] for name in (f.qualname for f in new.values()))
+        state = _Round(dict(known), settings, job, mention=mention)
+        tasks = [
+            (path, targets[path], result.analysed)
+            for path, result in results.items()
+            if (result.analysed and result.open_refs & new.keys()) or result.may_subclass
         ]
-    for path in sources:
-        if path in results and results[path].error is not None:
-            errors.append(results[path].error)  # type: ignore[arg-type]
-    ordered = [results[p] for p in sorted(results) if results[p].error is None]
-    return Run(ordered, errors, files_seen=len(sources))
-
-
-def _analyse_all(
-    items: list[tuple[SourceFile, bool]], known: Mapping[str, FunctionSpec], settings: Settings, job: FileJob[T]
-) -> Iterable[FileResult[T]]:
-    executor = _executor(len(items), known, settings, job)
-    if executor is None:
-        return [_run_one(source, explicit, known, settings, job) for source, explicit in items]
-    with executor:
-        # Largest first, so that one big file does not finish last on its own.
-        items = sorted(items, key=lambda item: -len(item[0].text))
-        return list(executor.map(_run_in_worker, items, chunksize=4))
+    errors.extend(r.error for r in results.values() if r.error is not None)
+    ordered = [results[p] for p in sorted(results) if results[p].analysed and results[p].error is None]
+    return Run(ordered, errors, files_seen=len(targets))
 
 
 def _has_subclass_header(text: str) -> bool:

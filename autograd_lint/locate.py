@@ -71,17 +71,20 @@ def _matching_paren(text: str, open_index: int) -> int:
 def class_headers(text: str) -> list[ClassHeader]:
     """Every class header with a parenthesised base list, in file order."""
     headers = []
+    line, counted_to = 1, 0  # lines are counted incrementally: one pass over the text
     for match in _HEADER.finditer(text):
         close = _matching_paren(text, match.end() - 1)
         if close == -1:
             continue
         bases = text[match.end() : close]
+        line += text.count("\n", counted_to, match.start())
+        counted_to = match.start()
         headers.append(
             ClassHeader(
                 name=match.group(2),
                 indent=match.group(1),
                 offset=match.start(),
-                line=text.count("\n", 0, match.start()) + 1,
+                line=line,
                 base_names=frozenset(n.rstrip(".") for n in _DOTTED.findall(bases)),
             )
         )
