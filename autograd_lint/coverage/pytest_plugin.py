@@ -13,7 +13,9 @@ Enabled, it (see ``docs/coverage.md``):
   it confirmed to the running coverage before coverage (or pytest-cov) saves,
   under the dynamic context ``<test node id>|torch.compile``;
 * counts, per Function, what ran (:mod:`.report`), prints the table at the
-  end of the run, writes the JSON report, and fails the run on request.
+  end of the run, writes the JSON report, and fails the run on request; the
+  static analyser the table needs runs in a child process beside the tests
+  (:mod:`.discovery_worker`).
 
 It works under ``coverage run -m pytest``, under pytest-cov (whose
 ``pytest_runtestloop`` wrapper saves after ours returns) and with
@@ -31,6 +33,7 @@ import pytest
 
 if TYPE_CHECKING:
     from autograd_lint.coverage.compile_recorder import Recorder
+    from autograd_lint.coverage.discovery_worker import Background
     from autograd_lint.coverage.report import Row, Tally
 
 # Key of the counts each xdist worker sends back in ``workeroutput``.
@@ -124,6 +127,7 @@ class AutogradCov:
         self.is_worker = hasattr(config, "workerinput")
         self.rows: list[Row] = []
         self.evidence_note = ""
+        self.discovery: Background | None = None
         if importlib.util.find_spec("torch") is None:
             return
         # The user asked for autograd coverage, so the suite uses torch:
@@ -174,6 +178,28 @@ class AutogradCov:
             f"under torch.compile will show as not run. Silence this with "
             f"--autograd-cov-no-compile or {ENV_SWITCH}=0."
         )
+
+    def _rows_wanted(self) -> bool:
+        """Whether anything reads the report: the table, the JSON or a fail option."""
+        return any(
+            (
+                _setting(self.config, "autograd_cov_report") != "none",
+                _setting(self.config, "autograd_cov_json"),
+                _setting(self.config, "autograd_cov_fail_unexercised"),
+                _setting(self.config, "autograd_cov_fail_under") not in (None, ""),
+            )
+        )
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Start the analyser beside the tests (the controller only: workers send counts)."""
+        if not self.is_worker and self._rows_wanted():
+            from autograd_lint.coverage.discovery_worker import Background
+
+            self.discovery = Background([os.path.abspath(r) for r in self._roots()])
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.discovery is not None:
+            self.discovery.cancel()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -226,8 +252,10 @@ class AutogradCov:
     def _finish_report(self, session: pytest.Session) -> None:
         from autograd_lint.coverage import report
 
-        roots = self._roots()
-        self.rows = report.build(self.tally.counts, _discover(roots), roots)
+        if self.discovery is None:
+            return  # nothing reads the rows
+        roots = self.discovery.roots
+        self.rows = report.build(self.tally.counts, self.discovery.result(), roots)
         json_path = _setting(self.config, "autograd_cov_json")
         if json_path:
             with open(json_path, "w", encoding="utf-8") as f:
@@ -278,12 +306,3 @@ def _coverage_source() -> list[str]:
         return []
     source = cov.get_option("run:source") or []
     return [s for s in source if os.path.isdir(s)]
-
-
-def _discover(roots: list[str]) -> list[Any]:
-    """The analyser's Functions under ``roots``; empty until the analyser is installed."""
-    try:
-        from autograd_lint.discovery import discover_functions
-    except ImportError:
-        return []
-    return list(discover_functions(roots))

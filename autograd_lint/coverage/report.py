@@ -22,6 +22,7 @@ import inspect
 import json
 import os
 import threading
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -59,48 +60,65 @@ def _torch_dir() -> str:
     return os.path.realpath(os.path.dirname(torch.__file__)) + os.sep
 
 
-class Tally:
-    """Counts phases per Function class; fed by the bridge and the compile recorder.
+class _ThreadCounts(threading.local):
+    """One set of counters per thread: its kind and, per phase, class -> runs.
 
-    Counting runs once per forward and per backward node, so it is kept to
-    two dictionary lookups: counts are flat while the run lasts.
+    The attributes are what the hot paths update (``Function.apply`` here,
+    the node entries in :mod:`.bridge`): one attribute load and a dict
+    increment, no lock (each thread writes only its own dicts) and no
+    per-call thread lookup.  A thread's counters are registered once, when
+    it first counts, so they outlive the thread.
+    """
+
+    def __init__(self, registry: list[tuple[str, dict[str, dict[Any, int]]]]) -> None:
+        self.kind = _thread_kind(threading.get_ident())
+        self.forward: defaultdict[type, int] = defaultdict(int)
+        self.backward: defaultdict[type, int] = defaultdict(int)
+        self.double_backward: defaultdict[type, int] = defaultdict(int)
+        self.jvp: defaultdict[type, int] = defaultdict(int)
+        # (class, phase) -> runs of compiled code
+        self.compiled: defaultdict[tuple[type, str], int] = defaultdict(int)
+        phases = {phase: getattr(self, phase) for phase in PHASES}
+        registry.append((self.kind, {**phases, "compiled": self.compiled}))
+
+
+class Tally:
+    """Counts phases per Function class; fed by ``Function.apply``, the bridge and the compile recorder.
+
+    Counting runs once per forward and per backward node, so it is done
+    inline in those entries, into per-thread dicts (:class:`_ThreadCounts`),
+    and only joined into :attr:`counts` at the end.
     """
 
     def __init__(self) -> None:
-        # (class, phase, mode, thread kind) -> count
-        self._flat: dict[tuple[type, str, str, str], int] = {}
+        # (thread kind, phase or "compiled" -> counts) for every thread that counted.
+        self._threads: list[tuple[str, dict[str, dict[Any, int]]]] = []
+        self.local = _ThreadCounts(self._threads)
         self._extra: dict[FunctionKey, Counts] = {}
-        # Thread ident -> kind, decided when a thread is first seen.
-        self._kinds: dict[int, str] = {}
-
-    def _kind(self) -> str:
-        ident = threading.get_ident()
-        kind = self._kinds.get(ident)
-        if kind is None:
-            kind = self._kinds[ident] = _thread_kind(ident)
-        return kind
 
     def count(self, cls: type, phase: str, mode: str) -> None:
-        key = (cls, phase, mode, self._kind())
-        self._flat[key] = self._flat.get(key, 0) + 1
-
-    def on_node(self, node: Any, entry: str) -> None:
-        """Bridge listener: the engine entered a Function's backward or jvp."""
-        cls = node._forward_cls
-        kind = self._kind()
-        flat = self._flat
-        if entry == "apply_jvp":
-            key = (cls, "jvp", "eager", kind)
+        if mode == "eager":
+            getattr(self.local, phase)[cls] += 1
         else:
-            if _is_grad_enabled():
-                double = (cls, "double_backward", "eager", kind)
-                flat[double] = flat.get(double, 0) + 1
-            key = (cls, "backward", "eager", kind)
-        flat[key] = flat.get(key, 0) + 1
+            self.local.compiled[cls, phase] += 1
 
     def on_compiled(self, cls: type, phase: str) -> None:
         """Compile-recorder listener: compiled code that traced ``cls``'s ``phase`` ran."""
         self.count(cls, phase, "compiled")
+
+    def _flat(self) -> dict[tuple[type, str, str, str], int]:
+        """(class, phase, mode, thread kind) -> count, over every thread so far."""
+        flat: dict[tuple[type, str, str, str], int] = {}
+        for kind, by_phase in list(self._threads):
+            for phase, counts in by_phase.items():
+                # dict() copies atomically: a thread may still be counting.
+                for what, n in dict(counts).items():
+                    if phase == "compiled":
+                        key = (what[0], what[1], "compiled", kind)
+                    else:
+                        key = (what, phase, "eager", kind)
+                    flat[key] = flat.get(key, 0) + n
+        return flat
 
     @property
     def counts(self) -> dict[FunctionKey, Counts]:
@@ -108,7 +126,7 @@ class Tally:
         result: dict[FunctionKey, Counts] = {}
         _merge_into(result, self._extra)
         keys: dict[type, FunctionKey | None] = {}
-        for (cls, phase, mode, kind), n in self._flat.items():
+        for (cls, phase, mode, kind), n in self._flat().items():
             if cls not in keys:
                 keys[cls] = _function_key(cls)
             key = keys[cls]
@@ -154,32 +172,76 @@ def _thread_kind(ident: int) -> str:
 
 
 _tally: Tally | None = None
-_is_grad_enabled: Any = None
+# The active tally's per-thread counters, read by the Function.apply wrapper.
+_local: _ThreadCounts | None = None
+# What torch 2.13's Function.apply refers to, in order: the fast wrapper below
+# inlines its common path only while it still reads exactly these names.
+APPLY_NAMES = (
+    "_is_setup_context_defined", "setup_context", "forward", "torch", "_C",
+    "_are_functorch_transforms_active", "_functorch", "utils", "unwrap_dead_wrappers",
+    "super", "apply", "RuntimeError", "custom_function_call",
+)
+# How Function.apply was wrapped: "inline" (torch's common path inlined: no
+# extra frame per forward) or "wrapper" (counts, then calls torch's); "" before install().
+apply_hook = ""
+
+
+def _wrap_apply(original: Any) -> Any:
+    """The ``Function.apply`` replacement: counts the forward on this thread, then runs it.
+
+    When torch's ``apply`` is the one this was written against, its common
+    path (no ``setup_context``, no functorch transform active) is inlined, so
+    a forward costs no Python frame more than without the plugin; every
+    other call goes to torch's own ``apply``.
+    """
+    import torch
+    from torch.autograd import function as torch_function
+
+    functorch_utils = torch._functorch.utils
+    transforms_active = torch._C._are_functorch_transforms_active
+    base_setup_context = torch_function._SingleLevelFunction.setup_context
+    function_class = torch.autograd.Function
+
+    if original.__code__.co_names != APPLY_NAMES:
+
+        @functools.wraps(original)
+        def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+            if _local is not None:
+                _local.forward[cls] += 1
+            return original(cls, *args, **kwargs)
+
+        return apply, "wrapper"
+
+    @functools.wraps(original)
+    def apply_inline(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if _local is not None:
+            _local.forward[cls] += 1
+        # torch's Function.apply, when it would neither bind default
+        # arguments nor defer to custom_function_call.
+        # ``!=`` as torch's _is_setup_context_defined has it.
+        if not (cls.setup_context != base_setup_context) and not transforms_active():  # noqa: SIM202
+            args = functorch_utils.unwrap_dead_wrappers(args)
+            return super(function_class, cls).apply(*args, **kwargs)  # type: ignore[misc]
+        return original(cls, *args, **kwargs)
+
+    return apply_inline, "inline"
 
 
 def install(tally: Tally) -> None:
     """Feed ``tally`` from torch: ``Function.apply`` for forward, the bridge for the rest."""
-    global _tally, _is_grad_enabled
+    global _tally, _local, apply_hook
     import torch
 
-    _is_grad_enabled = torch.is_grad_enabled
     if _tally is None:
         original = torch.autograd.Function.__dict__["apply"].__func__
-
-        @functools.wraps(original)
-        def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
-            if _tally is not None:
-                _tally.count(cls, "forward", "eager")
-            return original(cls, *args, **kwargs)
-
+        apply, apply_hook = _wrap_apply(original)
         # Dynamo recognises ``Function.apply`` by name and never calls it
         # while tracing, so compiled code does not pass through here.
         torch.autograd.Function.apply = classmethod(apply)  # type: ignore[assignment]
         bridge.install()
-    if _tally is not None:
-        bridge.remove_listener(_tally.on_node)
     _tally = tally
-    bridge.add_listener(tally.on_node)
+    _local = tally.local
+    bridge.set_counters(tally.local)
 
 
 @dataclass
@@ -208,16 +270,18 @@ class Row:
 
 
 def build(counts: Mapping[FunctionKey, Counts], specs: Sequence[Any], roots: Sequence[str]) -> list[Row]:
-    """Join run-time ``counts`` with analyser ``specs`` (:class:`~autograd_lint.spec.FunctionSpec`).
+    """Join run-time ``counts`` with the analyser's Functions.
 
-    Functions that ran but that the analyser did not report are kept when
-    their file lies under one of ``roots`` (all of them when ``roots`` is
-    empty).
+    ``specs`` are :class:`~autograd_lint.coverage.discovery_worker.Discovered`
+    (or anything with their ``path``, ``qualname``, ``line`` and
+    ``has_backward``).  Functions that ran but that the analyser did not
+    report are kept when their file lies under one of ``roots`` (all of them
+    when ``roots`` is empty).
     """
     rows: dict[FunctionKey, Row] = {}
     for spec in specs:
         key = (os.path.realpath(spec.path), spec.qualname)
-        rows[key] = Row(key[0], spec.qualname, spec.position.line, spec.backward_method is not None)
+        rows[key] = Row(key[0], spec.qualname, spec.line, spec.has_backward)
     real_roots = [os.path.realpath(r) for r in roots]
     for key, phases in counts.items():
         row = rows.get(key)
