@@ -32,7 +32,10 @@ from autograd_lint.spec import FunctionSpec
 T = TypeVar("T")
 # Runs in a worker: analyse one file and derive a picklable result from it.
 FileJob = Callable[[FileAnalysis, Settings], T]
-_SUBCLASS_HEADER = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(", re.MULTILINE)
+# A class header's base list, when it holds no parentheses of its own.
+_BASE_LIST = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_AS_NAME = re.compile(r"[ \t]as[ \t]+([A-Za-z_]\w*)")
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 8
 
@@ -80,8 +83,9 @@ class FileResult(Generic[T]):
     """What a worker found in one file.
 
     ``analysed`` is false for a file that cannot define a Function by itself;
-    ``may_subclass`` then says whether it has a class with a base, which may turn
-    out to be a Function of another file in a later round.
+    ``base_names`` then holds the names its class headers derive from, which may
+    turn out to be Functions of other files in a later round (``None``: names
+    that can't be listed cheaply, so any later round looks at the file again).
     """
 
     path: str
@@ -90,7 +94,7 @@ class FileResult(Generic[T]):
     result: T | None = None
     error: SourceError | None = None
     analysed: bool = True
-    may_subclass: bool = False
+    base_names: frozenset[str] | None = frozenset()
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,7 @@ def _run_task(task: _Task, state: _Round[T]) -> FileResult[T]:
         wanted = force or explicit or mentions_function(path, source.text, state.extra_words)
     if wanted:
         return _analyse(source, explicit, state)
-    return FileResult(path, analysed=False, may_subclass=_has_subclass_header(source.text))
+    return FileResult(path, analysed=False, base_names=_base_names(source.text))
 
 
 # Set once per worker process, so that tasks do not pickle the round's state again.
@@ -202,21 +206,48 @@ def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJo
             break
         known.update(new)
         # A file refers to a Function of another module by its top-level name.
-        mention = _words_pattern(name.split(".", 1)[0] for name in (f.qualname for f in new.values()))
+        top_names = {f.qualname.split(".", 1)[0] for f in new.values()}
+        mention = _words_pattern(top_names)
         state = _Round(dict(known), settings, job, mention=mention)
         tasks = [
             (path, targets[path], result.analysed)
             for path, result in results.items()
-            if (result.analysed and result.open_refs & new.keys()) or result.may_subclass
+            if (result.analysed and result.open_refs & new.keys())
+            or (not result.analysed and (result.base_names is None or result.base_names & top_names))
         ]
     errors.extend(r.error for r in results.values() if r.error is not None)
     ordered = [results[p] for p in sorted(results) if results[p].analysed and results[p].error is None]
     return Run(ordered, errors, files_seen=len(targets))
 
 
-def _has_subclass_header(text: str) -> bool:
-    """Whether ``text`` defines a class with a base (which may be an imported Function)."""
-    return _SUBCLASS_HEADER.search(text) is not None
+def _base_names(text: str) -> frozenset[str] | None:
+    """The identifiers written in ``text``'s class base lists, or None if that is not enough.
+
+    A base imported under another name (``from m import Fn as F``) is written as
+    its alias, and a base list with parentheses inside is not captured whole:
+    either makes the file one to search for every new Function's name.
+    """
+    names: set[str] = set()
+    for match in _BASE_LIST.finditer(text):
+        bases = match.group(1)
+        if "(" in bases:
+            return None
+        names.update(_IDENTIFIER.findall(bases))
+    if names and not names.isdisjoint(_import_aliases(text)):
+        return None
+    return frozenset(names)
+
+
+def _import_aliases(text: str) -> set[str]:
+    """Names bound with ``as`` (imports, with-statements, except clauses alike)."""
+    aliases = set()
+    position = text.find(" as ")
+    while position != -1:
+        match = _AS_NAME.match(text, position)
+        if match:
+            aliases.add(match.group(1))
+        position = text.find(" as ", position + 4)
+    return aliases
 
 
 def _words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:

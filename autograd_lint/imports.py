@@ -17,11 +17,13 @@ import builtins
 import re
 from dataclasses import dataclass, field
 
+from autograd_lint.locate import line_matches
+
 # An import statement: `from x import (a,\n b)`, `from x import a, \\\n b`, `import a.b as c`.
+# (Matched at the starts of the lines holding "import"; see locate.line_matches.)
 _IMPORT = re.compile(
-    r"^[ \t]*(?:from[ \t]+\.*[\w.]*[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*(?:\\\r?\n[^\n]*)*)"
-    r"|import[ \t]+[^\n]*(?:\\\r?\n[^\n]*)*)",
-    re.MULTILINE,
+    r"[ \t]*(?:from[ \t]+\.*[\w.]*[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*(?:\\\r?\n[^\n]*)*)"
+    r"|import[ \t]+[^\n]*(?:\\\r?\n[^\n]*)*)"
 )
 _BUILTINS = frozenset(dir(builtins))
 
@@ -37,12 +39,18 @@ class ImportMap:
     @classmethod
     def from_text(cls, text: str, module: str | None, is_package: bool = False) -> "ImportMap":
         imports = cls(module=module, is_package=is_package)
-        for match in _IMPORT.finditer(text):
-            statement = match.group(0).strip()
-            try:
-                tree = ast.parse(statement)
-            except SyntaxError:
-                continue  # an "import" inside a string or a comment
+        statements = [match.group(0).strip() for match in line_matches(text, "import", _IMPORT)]
+        try:
+            # One parse for all of them; most files have no import inside a string.
+            trees = [ast.parse("\n".join(statements))]
+        except SyntaxError:
+            trees = []
+            for statement in statements:
+                try:
+                    trees.append(ast.parse(statement))
+                except SyntaxError:
+                    continue  # an "import" inside a string or a comment
+        for tree in trees:
             for node in tree.body:
                 imports._bind(node)
         return imports

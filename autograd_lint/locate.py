@@ -25,9 +25,11 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
-_HEADER = re.compile(r"^([ \t]*)class[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
+# Matched at line starts found by `line_matches`, not with re.MULTILINE: jumping
+# between occurrences of the keyword is several times faster than a `^` scan.
+_HEADER = re.compile(r"([ \t]*)class[ \t]+(\w+)[ \t]*\(")
 _SCOPE = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 
@@ -68,11 +70,28 @@ def _matching_paren(text: str, open_index: int) -> int:
     return -1
 
 
+def line_matches(text: str, keyword: str, pattern: re.Pattern[str]) -> Iterator[re.Match[str]]:
+    """Matches of ``pattern`` at the start of each line that contains ``keyword``.
+
+    Equivalent to ``re.finditer("^" + pattern, re.MULTILINE)`` for patterns that
+    must contain ``keyword``, but it only looks at the lines where ``keyword`` is.
+    """
+    position = text.find(keyword)
+    while position != -1:
+        start = text.rfind("\n", 0, position) + 1
+        match = pattern.match(text, start)
+        if match is not None and match.end() > position:
+            yield match
+            position = text.find(keyword, match.end())
+        else:
+            position = text.find(keyword, position + len(keyword))
+
+
 def class_headers(text: str) -> list[ClassHeader]:
     """Every class header with a parenthesised base list, in file order."""
     headers = []
     line, counted_to = 1, 0  # lines are counted incrementally: one pass over the text
-    for match in _HEADER.finditer(text):
+    for match in line_matches(text, "class", _HEADER):
         close = _matching_paren(text, match.end() - 1)
         if close == -1:
             continue
