@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from autograd_lint.analysis import FileAnalysis, analyze, mentions_function, syntax_check
+from autograd_lint.locate import line_matches
 from autograd_lint.settings import Settings
 from autograd_lint.source import SourceError, SourceFile, read_source
 from autograd_lint.spec import FunctionSpec
@@ -33,7 +34,7 @@ T = TypeVar("T")
 # Runs in a worker: analyse one file and derive a picklable result from it.
 FileJob = Callable[[FileAnalysis, Settings], T]
 # A class header's base list, when it holds no parentheses of its own.
-_BASE_LIST = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
+_BASE_LIST = re.compile(r"[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)")  # at line starts
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _AS_NAME = re.compile(r"[ \t]as[ \t]+([A-Za-z_]\w*)")
 # Below this many files a process pool costs more than it saves.
@@ -228,7 +229,7 @@ def _base_names(text: str) -> frozenset[str] | None:
     either makes the file one to search for every new Function's name.
     """
     names: set[str] = set()
-    for match in _BASE_LIST.finditer(text):
+    for match in line_matches(text, "class", _BASE_LIST):
         bases = match.group(1)
         if "(" in bases:
             return None
