@@ -1,9 +1,10 @@
 """Time a backward-heavy test suite under coverage, with and without --autograd-cov.
 
 Runs ``coverage run -m pytest`` over ``bench/coverage/suite``: 60 tests,
-6,000 backward passes through eight small custom Functions of six kinds (one
-new-style, with ``setup_context``), a tensor hook registered in every forward
-and a Module full backward hook, all on the main thread.  That is the common
+6,000 forward and backward passes on tiny tensors through six small custom
+Functions (4,000 passes through two of them, with a tensor hook registered
+in every forward and a Module full backward hook; 2,000 through a chain of
+eight, one of them new-style with ``setup_context``), all on the main thread.  That is the common
 case, where the thread bridge has nothing to add and only costs.  Coverage
 measures in both arms; the only difference is the plugin (``-p
 no:autograd_lint_cov`` against ``--autograd-cov``, which also builds and
