@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -96,7 +97,8 @@ def test_the_recording_feeds_gen_tests(pytester: pytest.Pytester) -> None:
             Add.apply(torch.ones(2, 5), torch.ones(5))
     """)
     pytester.runpytest_subprocess("--autograd-record=rec.json", "-p", "no:cacheprovider").assert_outcomes(passed=1)
-    result = pytester.run("autograd-lint", "gen-tests", "ops.py", "--inputs", "rec.json", "--out", "gen")
+    # The installed command, through this interpreter: CI does not put the venv on PATH.
+    result = pytester.run(sys.executable, "-m", "autograd_lint", "gen-tests", "ops.py", "--inputs", "rec.json", "--out", "gen")
     assert result.ret == 0
     assert "1 recorded, 0 static, 1 search, 0 none" in result.stdout.str()
     generated = (pytester.path / "gen" / "test_gradcheck_ops.py").read_text()
