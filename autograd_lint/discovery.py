@@ -124,6 +124,12 @@ def _analyse(source: SourceFile, explicit: bool, state: _Round[T]) -> FileResult
         return FileResult(source.path, analysis.functions, analysis.open_refs, result)
     except SourceError as error:
         return FileResult(source.path, error=error)
+    except Exception as error:
+        # A bug of ours, not of the file: one bad file must not end the run.  Name
+        # it so that it can be reported, and go on (exit code 2, as for an
+        # unreadable file).
+        problem = f"internal error, please report it: {type(error).__name__}: {error}"
+        return FileResult(source.path, error=SourceError(source.path, problem))
 
 
 def _run_task(task: _Task, state: _Round[T]) -> FileResult[T]:

@@ -149,3 +149,33 @@ def test_empty_file_and_unreadable_file(tmp_path: Path) -> None:
 def test_usage_error_exit_2(tmp_path: Path) -> None:
     result = check("--output-format", "xml", cwd=tmp_path)
     assert result.returncode == 2
+
+
+def test_an_internal_error_names_the_file_and_the_run_goes_on(tmp_path: Path) -> None:
+    # A rule that crashes stands in for any bug of ours: a small script patches
+    # one rule and runs the command line in its own process.
+    (tmp_path / "buggy.py").write_text(BUGGY)
+    (tmp_path / "other.py").write_text(BUGGY.replace("class Mul", "class Other"))
+    script = tmp_path / "crashing_rule.py"
+    script.write_text(
+        "import sys\n"
+        "from autograd_lint.rules import rule_by_code\n"
+        "from autograd_lint.cli import main\n"
+        "rule = rule_by_code('AGL001')\n"
+        "original = rule.check_function\n"
+        "def check_function(self, ctx):\n"
+        "    if ctx.function.name == 'Mul':\n"
+        "        raise ValueError('boom')\n"
+        "    return original(self, ctx)\n"
+        "rule.check_function = check_function\n"
+        "sys.exit(main(['check', '--jobs', '1', 'buggy.py', 'other.py']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "error: buggy.py: internal error, please report it: ValueError: boom"
+    )
+    assert "other.py:12:9: AGL001 Other.backward returns 1 gradient" in result.stdout
