@@ -21,8 +21,8 @@ from autograd_lint.rules import all_rules, rule_by_code
 jsonschema = pytest.importorskip("jsonschema")
 
 # The SARIF 2.1.0 JSON schema as Microsoft publishes it (sarif-2.1.0-rtm.5.json, the
-# schema GitHub code scanning documented), taken from the npm registry at test time
-# so that no copy of it lives in this repository.
+# release schema of the 2.1.0 standard), taken from the npm registry at test time so
+# that no copy of it lives in this repository.
 SCHEMA_PACKAGE = "@microsoft/jest-sarif@1.0.0-beta.0"
 SCHEMA_MEMBER = "package/lib/schemas/sarif-2.1.0-rtm.5.json"
 SCHEMA_SHA256 = "2d99159ae54a3eea97f81781cff48780548657c35949f4b7f25e99a2ba4de4f8"
