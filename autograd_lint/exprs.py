@@ -34,6 +34,11 @@ TENSOR_ONLY_METHODS = frozenset(
     masked_fill index_select unsqueeze narrow half bfloat16 cuda requires_grad_ size
     """.split()
 )
+# Tensor methods that return their receiver itself when there is nothing to do
+# (already contiguous, already that dtype or device): checked on torch 2.13.
+SELF_RETURNING_METHODS = frozenset(
+    "contiguous to float double half bfloat16 type type_as cpu cuda flatten".split()
+)
 # Calls on a tensor that give plain Python values.
 NON_TENSOR_METHODS = frozenset(
     "size dim numel item tolist stride data_ptr element_size is_contiguous get_device "

@@ -9,6 +9,7 @@ import libcst as cst
 
 from autograd_lint import traverse
 from autograd_lint.exprs import (
+    SELF_RETURNING_METHODS,
     NON_TENSOR_ATTRIBUTES,
     NON_TENSOR_BUILTINS,
     NON_TENSOR_METHODS,
@@ -334,7 +335,19 @@ class _Intermediates:
     def is_intermediate_value(self, value: cst.BaseExpression) -> bool:
         if not isinstance(value, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)):
             return False  # a name, a subscript or an attribute: an alias, not a computation
+        if self._may_be_an_input(value):
+            return False
         return _mentions(value, self.derived)
+
+    def _may_be_an_input(self, value: cst.BaseExpression) -> bool:
+        """``x.contiguous()``, ``x.to(dtype)``...: often ``x`` itself, history and all."""
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in SELF_RETURNING_METHODS
+        ):
+            value = value.func.value
+        return isinstance(value, cst.Name) and value.value in self.inputs
 
     def is_intermediate_name(self, name: str) -> bool:
         if name in self.inputs or name in self.outputs:
@@ -527,6 +540,26 @@ class OnceDifferentiable(Rule):
                 def backward(ctx, grad):
                     (y,) = ctx.saved_tensors
                     return grad * y
+            """
+        ),
+        # `x.contiguous()` (or `.to()`, `.float()`) is `x` itself when there is nothing to do,
+        # so saving it may be saving the input, history and all: not certainly an intermediate.
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    x_ = x.contiguous()
+                    w_ = w.to(x.dtype)
+                    ctx.save_for_backward(x_, w_)
+                    return x_ * w_
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x_, w_ = ctx.saved_tensors
+                    return grad * w_, grad * x_
             """
         ),
         # Trap 8: @once_differentiable, in either order with @staticmethod.
