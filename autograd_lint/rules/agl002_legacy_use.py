@@ -90,7 +90,7 @@ class LegacyUse(Rule):
     blocks, and methods with decorators that do not resolve to torch."""
 
     code = "AGL002"
-    title = "Legacy / instance use of a Function"
+    title = "legacy / instance use of a Function"
     severity = Severity.ERROR  # the instance call; instantiation and (b) are warnings
     fix = FixSafety.SAFE  # (b) only: adds @staticmethod
     fixer = _Fix

@@ -88,7 +88,7 @@ class CombinedStyleTransform(Rule):
     may define ``setup_context``."""
 
     code = "AGL010"
-    title = "Combined-style Function (no `setup_context`) is not usable with torch.func"
+    title = "combined-style Function (no `setup_context`) is not usable with torch.func"
     severity = Severity.ERROR
     why = (
         "`RuntimeError: In order to use an autograd.Function with functorch transforms (vmap, "

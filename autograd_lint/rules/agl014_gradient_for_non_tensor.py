@@ -33,7 +33,7 @@ class GradientForNonTensor(Rule):
     does not.  Returns whose length syntax can't tell are skipped."""
 
     code = "AGL014"
-    title = "Non-None gradient returned for a non-tensor forward input"
+    title = "non-`None` gradient returned for a non-tensor forward input"
     severity = Severity.ERROR
     why = (
         "Backward fails: `RuntimeError: function FBackward returned a gradient different "

@@ -112,7 +112,7 @@ class ContainerArguments(Rule):
     elements one by one."""
 
     code = "AGL018"
-    title = "Tensors passed to `.apply` inside a container"
+    title = "tensors passed to `.apply` inside a container"
     severity = Severity.WARNING
     why = (
         "No error: tensors inside a list, tuple or dict argument are not tracked by autograd, so "

@@ -36,7 +36,7 @@ class CallOnceApiRepeated(Rule):
     not followed."""
 
     code = "AGL019"
-    title = "A call-once ctx API is called more than once"
+    title = "a call-once ctx API is called more than once"
     severity = Severity.ERROR
     why = (
         "The last call wins without warning. `save_for_backward(a); save_for_backward(b)`: "

@@ -60,7 +60,7 @@ class DirectMethodCall(Rule):
     that returns), calls in ``pytest.raises``/``assertRaises`` blocks, and test files."""
 
     code = "AGL021"
-    title = "Function method called directly instead of apply"
+    title = "`Cls.forward`/`Cls.backward` called directly instead of `Cls.apply`"
     severity = Severity.WARNING
     fix = FixSafety.UNSAFE  # forward calls only; autograd then records a node
     fixer = _Fix

@@ -27,7 +27,7 @@ class BackwardAndVjp(Rule):
     reported once."""
 
     code = "AGL026"
-    title = "Both backward and vjp defined"
+    title = "both `backward` and `vjp` defined"
     severity = Severity.ERROR
     why = (
         "Backward fails: `RuntimeError: Implementing both 'backward' and 'vjp' for a custom "

@@ -75,7 +75,7 @@ class DeprecatedCtxApi(Rule):
     does not override ``setup_context``."""
 
     code = "AGL027"
-    title = "Deprecated ctx API"
+    title = "deprecated ctx API"
     severity = Severity.WARNING
     fix = FixSafety.SAFE
     fixer = _Fix

@@ -24,7 +24,7 @@ class ForwardOnlyCtxApi(Rule):
     made later has no effect."""
 
     code = "AGL029"
-    title = "Forward-only ctx API called in backward/jvp"
+    title = "forward-only ctx API called in backward/jvp"
     severity = Severity.WARNING
     why = (
         "The call silently does nothing: no error, and no change in gradients (verified for "
