@@ -96,11 +96,3 @@ class ImportMap:
         else:
             return None
         return f"{qualified}.{rest}" if rest else qualified
-
-    def names_for(self, qualified_names: frozenset[str]) -> set[str]:
-        """Local identifiers through which any of ``qualified_names`` can be reached."""
-        found = set()
-        for local, target in self.aliases.items():
-            if any(q == target or q.startswith(target + ".") for q in qualified_names):
-                found.add(local)
-        return found

@@ -26,10 +26,6 @@ if TYPE_CHECKING:
 FUNCTION_METHODS = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap")
 # Methods that receive ctx as their first positional parameter.
 CTX_METHODS = frozenset({"setup_context", "backward", "vjp", "jvp"})
-# Class attributes whose value changes how the engine calls the Function.
-BEHAVIOUR_ATTRIBUTES = frozenset(
-    {"generate_vmap_rule", "boxed_grads_call", "clear_saved_tensors_on_access"}
-)
 
 
 class ParamKind(enum.Enum):
@@ -208,10 +204,6 @@ class MethodSpec:
     @property
     def has_var_positional(self) -> bool:
         return any(p.kind is ParamKind.VAR_POSITIONAL for p in self.params)
-
-    @property
-    def has_var_keyword(self) -> bool:
-        return any(p.kind is ParamKind.VAR_KEYWORD for p in self.params)
 
     @property
     def ctx_name(self) -> str | None:

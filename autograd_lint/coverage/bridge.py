@@ -82,11 +82,6 @@ def add_listener(listener: NodeListener) -> None:
         _listeners.append(listener)
 
 
-def remove_listener(listener: NodeListener) -> None:
-    if listener in _listeners:
-        _listeners.remove(listener)
-
-
 def set_counters(counters: Any) -> None:
     """Count node entries into ``counters``, a :class:`threading.local` (None: stop counting).
 

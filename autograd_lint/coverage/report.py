@@ -29,7 +29,6 @@ from typing import Any, Iterable, Mapping, Sequence
 from autograd_lint.coverage import bridge
 
 PHASES = ("forward", "backward", "double_backward", "jvp")
-MODES = ("eager", "compiled")
 THREAD_KINDS = ("main", "thread", "native")
 REPORT_VERSION = 1
 
