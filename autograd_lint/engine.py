@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from autograd_lint.analysis import FileAnalysis
+from autograd_lint.model.analysis import FileAnalysis
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Rule
 from autograd_lint.settings import Settings

@@ -34,14 +34,14 @@ from typing import Mapping, Sequence
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from autograd_lint.analysis import FileAnalysis, analyze
-from autograd_lint.discovery import Run
+from autograd_lint.model.analysis import FileAnalysis, analyze
+from autograd_lint.model.discovery import Run
 from autograd_lint.engine import check_analysis, selected_rules
 from autograd_lint.output import FORMATS, CheckOutcome
 from autograd_lint.rules.base import Diagnostic, FixSafety, Rule
 from autograd_lint.settings import Settings
-from autograd_lint.source import SourceError, SourceFile, decode_source, module_name
-from autograd_lint.spec import FunctionSpec
+from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name
+from autograd_lint.model.spec import FunctionSpec
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # Fixes of one rule can expose another's finding; a fixed point comes long before this.

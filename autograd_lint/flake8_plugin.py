@@ -22,12 +22,12 @@ from typing import Any, Iterator, Sequence
 from flake8.exceptions import ExecutionError
 
 from autograd_lint import __version__
-from autograd_lint.analysis import analyze
+from autograd_lint.model.analysis import analyze
 from autograd_lint.config import ConfigError, find_config, identifiers, load_settings, qualified_names
 from autograd_lint.engine import check_analysis
 from autograd_lint.rules import all_rules
 from autograd_lint.settings import Settings
-from autograd_lint.source import SourceError, SourceFile, module_name
+from autograd_lint.model.source import SourceError, SourceFile, module_name
 
 
 def _codes_to_run(options: argparse.Namespace) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ def best_wall(command: list[str], runs: int) -> float:
 
 
 def profile_summary(tree: Path) -> str:
-    from autograd_lint.discovery import run
+    from autograd_lint.model.discovery import run
     from autograd_lint.engine import check_analysis
     from autograd_lint.settings import Settings
 

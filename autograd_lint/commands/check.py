@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograd_lint.config import ConfigError, find_config, load_settings, selectors
-from autograd_lint.discovery import run as run_files
+from autograd_lint.model.discovery import run as run_files
 from autograd_lint.engine import check_analysis
 from autograd_lint.output import FORMATS, CheckOutcome
 from autograd_lint.settings import Settings

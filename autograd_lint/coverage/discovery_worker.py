@@ -23,7 +23,7 @@ from typing import Sequence
 
 @dataclass(frozen=True)
 class Discovered:
-    """What the report needs of one analyser :class:`~autograd_lint.spec.FunctionSpec`."""
+    """What the report needs of one analyser :class:`~autograd_lint.model.spec.FunctionSpec`."""
 
     path: str
     qualname: str
@@ -34,7 +34,7 @@ class Discovered:
 def discover(roots: Sequence[str]) -> list[Discovered]:
     """The analyser's Functions under ``roots``; empty until the analyser is installed."""
     try:
-        from autograd_lint.discovery import discover_functions
+        from autograd_lint.model.discovery import discover_functions
     except ImportError:
         return []
     return [

@@ -29,7 +29,7 @@ from typing import Iterable
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from autograd_lint.spec import FunctionSpec
+from autograd_lint.model.spec import FunctionSpec
 
 MARKER = "# pragma: no cover (autograd-backward)"
 # The methods that get the marker, and the report phase that exercises each.
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autograd_lint.coverage import report
-    from autograd_lint.discovery import run as discover
+    from autograd_lint.model.discovery import run as discover
     from autograd_lint.settings import Settings
 
     found = discover(args.paths, Settings(), _no_job)

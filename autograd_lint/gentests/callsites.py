@@ -18,8 +18,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from autograd_lint.gentests.inputs import InputCase, normalise_case
 from autograd_lint.gentests.literals import input_of
-from autograd_lint.source import SourceError, SourceFile
-from autograd_lint.spec import FunctionSpec
+from autograd_lint.model.source import SourceError, SourceFile
+from autograd_lint.model.spec import FunctionSpec
 
 
 @dataclass(frozen=True)

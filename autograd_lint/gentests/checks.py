@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 
 from autograd_lint.gentests.inputs import FunctionInputs
-from autograd_lint.spec import FunctionSpec
+from autograd_lint.model.spec import FunctionSpec
 
 
 class Check(enum.Enum):

@@ -22,7 +22,7 @@ from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
 from autograd_lint.gentests.writer import FileState, compose, file_state, write_python_atomic
-from autograd_lint.spec import FunctionSpec
+from autograd_lint.model.spec import FunctionSpec
 
 DEFAULT_OUT = os.path.join("tests", "autograd_generated")
 EXIT_OK = 0
@@ -102,9 +102,9 @@ def _describe_only(analysis: object, settings: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograd_lint.discovery import iter_targets, run as discover
+    from autograd_lint.model.discovery import iter_targets, run as discover
     from autograd_lint.settings import Settings
-    from autograd_lint.source import SourceError, read_source
+    from autograd_lint.model.source import SourceError, read_source
 
     settings = Settings()
     errors: list[str] = []

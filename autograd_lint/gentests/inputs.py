@@ -21,7 +21,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from autograd_lint.spec import FunctionSpec, Kind, Param
+from autograd_lint.model.spec import FunctionSpec, Kind, Param
 
 
 class Origin(enum.Enum):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autograd_lint.gentests.inputs import Input, TensorInput, ValueInput
-from autograd_lint.spec import FunctionSpec
+from autograd_lint.model.spec import FunctionSpec
 
 _EMPTY_MODULE = cst.Module(body=[])
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from autograd_lint.gentests.inputs import Input, InputCase, TensorInput, ValueInput, normalise_case
 from autograd_lint.gentests.writer import write_atomic
-from autograd_lint.spec import FunctionSpec
+from autograd_lint.model.spec import FunctionSpec
 
 FORMAT = 1
 DEFAULT_PATH = os.path.join(".autograd-lint", "inputs.json")

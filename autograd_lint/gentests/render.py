@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from autograd_lint.gentests.checks import Check
 from autograd_lint.gentests.inputs import FunctionInputs, Input, InputCase, Origin, ScalarInput, TensorInput
-from autograd_lint.spec import FunctionSpec
+from autograd_lint.model.spec import FunctionSpec
 
 RECORD_HINT = (
     "record real inputs: run your tests with `pytest --autograd-record`, "

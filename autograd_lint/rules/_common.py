@@ -6,8 +6,8 @@ from typing import Callable, Sequence
 
 import libcst as cst
 
-from autograd_lint import flow
-from autograd_lint.spec import CTX_METHODS, FunctionSpec, MethodSpec
+from autograd_lint.model import flow
+from autograd_lint.model.spec import CTX_METHODS, FunctionSpec, MethodSpec
 
 
 def plural(count: int, word: str) -> str:

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import Kind
+from autograd_lint.model.spec import Kind
 
 
 class GradientCount(Rule):

@@ -17,11 +17,11 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import FUNCTION_METHODS, FunctionSpec, MethodSpec
-from autograd_lint.usage import UseKind, function_uses
+from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec, MethodSpec
+from autograd_lint.model.usage import UseKind, function_uses
 
 if TYPE_CHECKING:
-    from autograd_lint.analysis import FileAnalysis
+    from autograd_lint.model.analysis import FileAnalysis
     from autograd_lint.settings import Settings
 
 # Trap 7: torch-internal Functions built on _SingleLevelFunction have their own

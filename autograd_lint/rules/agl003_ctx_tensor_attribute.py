@@ -6,10 +6,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import ctx_attribute, dotted_name
-from autograd_lint.flow import ScopeVisitor
-from autograd_lint.imports import ImportMap
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import ctx_attribute, dotted_name
+from autograd_lint.model.flow import ScopeVisitor
+from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules._common import ctx_writers
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -19,7 +19,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import CtxWrite, Expr, Kind, MethodSpec
+from autograd_lint.model.spec import CtxWrite, Expr, Kind, MethodSpec
 
 # ctx methods that receive ctx from the engine and may release or fill ctx attributes.
 _READERS = ("backward", "vjp", "jvp")

@@ -6,8 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.flow import ScopeVisitor, target_names
+from autograd_lint.model import traverse
+from autograd_lint.model.flow import ScopeVisitor, target_names
 from autograd_lint.rules._common import ctx_writers
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -17,7 +17,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import Expr, FunctionSpec, Kind, MethodSpec
+from autograd_lint.model.spec import Expr, FunctionSpec, Kind, MethodSpec
 
 # The ctx APIs that accept tensors only, and whether each also accepts None (a no-op).
 _ACCEPTS_NONE = {

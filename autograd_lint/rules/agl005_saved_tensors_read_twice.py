@@ -6,8 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint import flow, traverse
-from autograd_lint.exprs import SAVED_ATTRIBUTES, ctx_attribute
+from autograd_lint.model import flow, traverse
+from autograd_lint.model.exprs import SAVED_ATTRIBUTES, ctx_attribute
 from autograd_lint.rules._common import repeated_on_one_path
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -17,7 +17,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import Kind, MethodSpec
+from autograd_lint.model.spec import Kind, MethodSpec
 
 ATTRIBUTE = "clear_saved_tensors_on_access"
 

@@ -6,9 +6,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import dotted_name
-from autograd_lint.imports import ImportMap
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import dotted_name
+from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -18,7 +18,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import FunctionSpec, MethodSpec
+from autograd_lint.model.spec import FunctionSpec, MethodSpec
 
 # torch functions that return a tuple although the classifier calls every
 # torch.<fn>(...) a tensor; a forward that calls one may return several outputs.

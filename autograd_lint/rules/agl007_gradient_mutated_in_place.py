@@ -6,16 +6,16 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import dotted_name
-from autograd_lint.flow import (
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import dotted_name
+from autograd_lint.model.flow import (
     InplaceWrite,
     ScopeVisitor,
     inplace_writes,
     is_inplace_name,
     method_body,
 )
-from autograd_lint.imports import ImportMap
+from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules.base import (
     FunctionContext,
     Invalid,
@@ -24,7 +24,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import MethodSpec, ParamKind
+from autograd_lint.model.spec import MethodSpec, ParamKind
 
 # List methods that change which tensors a boxed grads list holds, not the tensors.
 _LIST_METHODS = frozenset("append extend insert pop remove clear reverse sort".split())

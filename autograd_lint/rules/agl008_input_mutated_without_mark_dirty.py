@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autograd_lint.flow import inplace_writes, method_body, passed_to_call
+from autograd_lint.model.flow import inplace_writes, method_body, passed_to_call
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import Kind, MethodSpec
+from autograd_lint.model.spec import Kind, MethodSpec
 
 # InplaceWrite.how values of writes that mutate a tensor only when the name is one:
 # on a list or dict `x[k] = v` is an item assignment, on a number `x += 1` rebinds.

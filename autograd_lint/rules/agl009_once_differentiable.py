@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import (
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import (
     SELF_RETURNING_METHODS,
     NON_TENSOR_ATTRIBUTES,
     NON_TENSOR_BUILTINS,
@@ -17,14 +17,14 @@ from autograd_lint.exprs import (
     ctx_attribute,
     dotted_name,
 )
-from autograd_lint.flow import (
+from autograd_lint.model.flow import (
     ScopeVisitor,
     child_bodies,
     method_body,
     suite_body,
     target_names,
 )
-from autograd_lint.imports import ImportMap
+from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules._common import ctx_writers
 from autograd_lint.rules.base import (
     Diagnostic,
@@ -38,10 +38,10 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import CtxWrite, FunctionSpec, Kind, MethodSpec
+from autograd_lint.model.spec import CtxWrite, FunctionSpec, Kind, MethodSpec
 
 if TYPE_CHECKING:
-    from autograd_lint.analysis import FileAnalysis
+    from autograd_lint.model.analysis import FileAnalysis
 
 # Decorators a backward may carry without hiding a once_differentiable inside them.
 _KNOWN_DECORATORS = frozenset(

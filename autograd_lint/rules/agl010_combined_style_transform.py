@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.analysis import TRANSFORM_MODULES, TRANSFORMS
-from autograd_lint.exprs import dotted_name
+from autograd_lint.model import traverse
+from autograd_lint.model.analysis import TRANSFORM_MODULES, TRANSFORMS
+from autograd_lint.model.exprs import dotted_name
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import FunctionSpec
-from autograd_lint.usage import ApplyIndex
+from autograd_lint.model.spec import FunctionSpec
+from autograd_lint.model.usage import ApplyIndex
 
 if TYPE_CHECKING:
-    from autograd_lint.analysis import FileAnalysis
+    from autograd_lint.model.analysis import FileAnalysis
     from autograd_lint.settings import Settings
 
 

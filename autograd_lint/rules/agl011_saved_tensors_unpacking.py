@@ -7,11 +7,11 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint import flow
-from autograd_lint.exprs import SAVED_ATTRIBUTES, ctx_attribute
+from autograd_lint.model import flow
+from autograd_lint.model.exprs import SAVED_ATTRIBUTES, ctx_attribute
 from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import CtxCall, FunctionSpec, MethodSpec
+from autograd_lint.model.spec import CtxCall, FunctionSpec, MethodSpec
 
 # The save API whose tensors each reading method sees as ctx.saved_tensors.
 SAVE_API = {"backward": "save_for_backward", "vjp": "save_for_backward", "jvp": "save_for_forward"}

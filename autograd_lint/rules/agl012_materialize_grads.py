@@ -6,11 +6,11 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import Classifier, dotted_name, is_none
-from autograd_lint.extract import ParsedUnit
-from autograd_lint.flow import ScopeVisitor, child_bodies, method_body, target_names
-from autograd_lint.imports import ImportMap
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import Classifier, dotted_name, is_none
+from autograd_lint.model.extract import ParsedUnit
+from autograd_lint.model.flow import ScopeVisitor, child_bodies, method_body, target_names
+from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules._common import ctx_writers, short
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -20,7 +20,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import FunctionSpec, Kind, MethodSpec
+from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 
 
 def _materialize_off(function: FunctionSpec) -> bool:

@@ -7,9 +7,9 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import ctx_attribute, is_none
-from autograd_lint.flow import child_bodies, method_body, suite_body, target_names
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import ctx_attribute, is_none
+from autograd_lint.model.flow import child_bodies, method_body, suite_body, target_names
 from autograd_lint.rules._common import takes_ctx
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -19,7 +19,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import FunctionSpec, MethodSpec, Position
+from autograd_lint.model.spec import FunctionSpec, MethodSpec, Position
 
 Guards = frozenset[int]
 

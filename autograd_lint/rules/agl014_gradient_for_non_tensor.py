@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autograd_lint.exprs import annotation_kind
+from autograd_lint.model.exprs import annotation_kind
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import Expr, Kind, Param
+from autograd_lint.model.spec import Expr, Kind, Param
 
 
 def _non_tensor_reason(param: Param) -> str | None:

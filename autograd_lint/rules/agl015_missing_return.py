@@ -6,8 +6,8 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint import flow
-from autograd_lint.exprs import dotted_name
+from autograd_lint.model import flow
+from autograd_lint.model.exprs import dotted_name
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 

@@ -9,7 +9,7 @@ import libcst as cst
 from autograd_lint.rules._common import short
 from autograd_lint.rules.base import FixSafety, Fixer, FunctionContext, Invalid, Report, Rule, Severity, Valid
 
-# Return shapes (see autograd_lint.spec.Return.shape) that are a container but not a tuple.
+# Return shapes (see autograd_lint.model.spec.Return.shape) that are a container but not a tuple.
 _CONTAINERS = {
     "list": "a list",
     "listcomp": "a list comprehension",

@@ -6,11 +6,11 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.exprs import dotted_name
-from autograd_lint.extract import MethodBuilder
-from autograd_lint.flow import return_statements
+from autograd_lint.model.exprs import dotted_name
+from autograd_lint.model.extract import MethodBuilder
+from autograd_lint.model.flow import return_statements
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import Kind
+from autograd_lint.model.spec import Kind
 
 _CONTAINERS: dict[type[cst.CSTNode], str] = {
     cst.List: "a list",

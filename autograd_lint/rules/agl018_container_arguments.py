@@ -6,21 +6,21 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import (
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import (
     TENSOR_ONLY_METHODS,
     Classifier,
     annotation_kind,
     is_literal,
 )
-from autograd_lint.flow import ScopeVisitor
-from autograd_lint.imports import ImportMap
+from autograd_lint.model.flow import ScopeVisitor
+from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import Kind
-from autograd_lint.usage import ApplyIndex
+from autograd_lint.model.spec import Kind
+from autograd_lint.model.usage import ApplyIndex
 
 if TYPE_CHECKING:
-    from autograd_lint.analysis import FileAnalysis
+    from autograd_lint.model.analysis import FileAnalysis
     from autograd_lint.settings import Settings
 
 _CONTAINER_WORDS = {

@@ -6,8 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint import flow
-from autograd_lint.exprs import ctx_attribute
+from autograd_lint.model import flow
+from autograd_lint.model.exprs import ctx_attribute
 from autograd_lint.rules._common import repeated_on_one_path
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 

@@ -6,9 +6,9 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import ctx_attribute
-from autograd_lint.flow import child_bodies, method_body
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import ctx_attribute
+from autograd_lint.model.flow import child_bodies, method_body
 from autograd_lint.rules.base import (
     FunctionContext,
     Invalid,
@@ -17,7 +17,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import MethodSpec
+from autograd_lint.model.spec import MethodSpec
 
 # Operators that can join or repeat tuples, so `(out,) + rest` may return the name.
 _SEQUENCE_OPERATORS = (cst.Add, cst.Multiply, cst.Modulo)

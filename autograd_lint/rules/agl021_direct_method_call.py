@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import libcst as cst
 
 from autograd_lint.rules.base import Diagnostic, Fixer, FixSafety, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import Position
-from autograd_lint.usage import UseKind, function_uses, is_test_path
+from autograd_lint.model.spec import Position
+from autograd_lint.model.usage import UseKind, function_uses, is_test_path
 
 if TYPE_CHECKING:
-    from autograd_lint.analysis import FileAnalysis
+    from autograd_lint.model.analysis import FileAnalysis
     from autograd_lint.settings import Settings
 
 

@@ -6,9 +6,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import annotation_kind
-from autograd_lint.flow import ScopeVisitor, target_names
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import annotation_kind
+from autograd_lint.model.flow import ScopeVisitor, target_names
 from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -18,7 +18,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import FunctionSpec, Kind, MethodSpec, ParamKind
+from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec, ParamKind
 
 # Names that say a parameter is meant to be ctx (trap 9: `self` in old code).
 _CTX_NAMES = frozenset({"ctx", "context", "self"})

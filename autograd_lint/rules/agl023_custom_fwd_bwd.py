@@ -20,10 +20,10 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.spec import Decorator, MethodSpec, Position
+from autograd_lint.model.spec import Decorator, MethodSpec, Position
 
 if TYPE_CHECKING:
-    from autograd_lint.analysis import FileAnalysis
+    from autograd_lint.model.analysis import FileAnalysis
 
 _AMP = ("torch.amp.", "torch.amp.autocast_mode.")
 _CUDA_AMP = ("torch.cuda.amp.", "torch.cuda.amp.autocast_mode.")

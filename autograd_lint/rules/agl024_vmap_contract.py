@@ -6,9 +6,9 @@ from typing import Iterator
 
 from autograd_lint.rules._common import argument_range, plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import FunctionSpec, Kind, MethodSpec, Return
+from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec, Return
 
-# Return shapes (see :class:`autograd_lint.spec.Return`) that are never a tuple.
+# Return shapes (see :class:`autograd_lint.model.spec.Return`) that are never a tuple.
 _NOT_A_TUPLE = {
     "list": "a list",
     "listcomp": "a list",

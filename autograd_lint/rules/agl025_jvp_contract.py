@@ -6,10 +6,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.flow import bound_names, escapes, inplace_writes, method_body, passed_to_call, return_statements
+from autograd_lint.model.flow import bound_names, escapes, inplace_writes, method_body, passed_to_call, return_statements
 from autograd_lint.rules._common import argument_range, plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import FunctionSpec, Kind, MethodSpec
+from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 
 
 class JvpContract(Rule):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import FunctionSpec, Position
+from autograd_lint.model.spec import FunctionSpec, Position
 
 
 def _definition(function: FunctionSpec, name: str) -> tuple[str, Position | None] | None:

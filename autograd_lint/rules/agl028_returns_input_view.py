@@ -6,10 +6,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.exprs import TENSOR_ONLY_METHODS, annotation_kind
-from autograd_lint.flow import bound_names, return_statements
+from autograd_lint.model.exprs import TENSOR_ONLY_METHODS, annotation_kind
+from autograd_lint.model.flow import bound_names, return_statements
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.spec import Kind, MethodSpec, Param
+from autograd_lint.model.spec import Kind, MethodSpec, Param
 
 # Methods that return a view of their receiver.  `detach` is left out: its result
 # is not treated as a view of the input (an in-place change of it raised nothing

@@ -6,10 +6,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import dotted_name
-from autograd_lint.flow import ScopeVisitor, escapes, return_statements
-from autograd_lint.imports import ImportMap
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import dotted_name
+from autograd_lint.model.flow import ScopeVisitor, escapes, return_statements
+from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules.base import (
     FunctionContext,
     Invalid,

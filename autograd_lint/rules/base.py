@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from autograd_lint.spec import FunctionSpec, MethodSpec, Position
+from autograd_lint.model.spec import FunctionSpec, MethodSpec, Position
 
 if TYPE_CHECKING:
-    from autograd_lint.analysis import FileAnalysis
-    from autograd_lint.extract import ParsedUnit
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.model.extract import ParsedUnit
     from autograd_lint.settings import Settings
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from autograd_lint.discovery import discover_functions
+from autograd_lint.model.discovery import discover_functions
 from autograd_lint.gentests.callsites import find_call_sites, match_call_sites
 from autograd_lint.gentests.inputs import InputCase, Origin, TensorInput, ValueInput, choose_inputs, shaped_tensor
 from autograd_lint.gentests.literals import default_sources, input_of
-from autograd_lint.source import read_source
+from autograd_lint.model.source import read_source
 
 TORCH = frozenset({"torch", "th"})
 

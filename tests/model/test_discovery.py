@@ -5,11 +5,11 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from autograd_lint.analysis import analyze
-from autograd_lint.discovery import discover_functions
+from autograd_lint.model.analysis import analyze
+from autograd_lint.model.discovery import discover_functions
 from autograd_lint.settings import Settings
-from autograd_lint.source import SourceFile
-from autograd_lint.spec import Kind, ParamKind
+from autograd_lint.model.source import SourceFile
+from autograd_lint.model.spec import Kind, ParamKind
 
 
 def functions(source: str, settings: Settings = Settings()) -> dict[str, object]:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from autograd_lint.analysis import analyze
+from autograd_lint.model.analysis import analyze
 from autograd_lint.engine import check_analysis
 from autograd_lint.fix import fix_source, verify
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import FixSafety, Invalid, Rule, Valid
 from autograd_lint.settings import Settings
-from autograd_lint.source import SourceFile
+from autograd_lint.model.source import SourceFile
 
 CASES = [
     pytest.param(rule, example, id=f"{rule.code}-{kind}-{index}")

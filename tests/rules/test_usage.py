@@ -1,4 +1,4 @@
-"""The module-level model: calls on a module's Function classes (autograd_lint.usage)."""
+"""The module-level model: calls on a module's Function classes (autograd_lint.model.usage)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import textwrap
 
 import pytest
 
-from autograd_lint.analysis import analyze
+from autograd_lint.model.analysis import analyze
 from autograd_lint.settings import Settings
-from autograd_lint.source import SourceFile
-from autograd_lint.usage import FunctionUse, UseKind, function_uses, is_test_path
+from autograd_lint.model.source import SourceFile
+from autograd_lint.model.usage import FunctionUse, UseKind, function_uses, is_test_path
 
 HEADER = """
 import pytest

@@ -1,7 +1,7 @@
 """Finding the files of a run and the Functions in them, across files and cores.
 
 A run works in rounds.  Round one analyses every file that can hold a Function
-(see :func:`autograd_lint.analysis.mentions_function`) in parallel.  A class whose
+(see :func:`autograd_lint.model.analysis.mentions_function`) in parallel.  A class whose
 base is a Function defined in *another* file of the run is only recognised once
 that file's Functions are known, so later rounds analyse again the files that
 mention a Function found in the previous round, with those Functions known.  Runs
@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from autograd_lint.analysis import FileAnalysis, analyze, mentions_function, syntax_check
-from autograd_lint.locate import line_matches
+from autograd_lint.model.analysis import FileAnalysis, analyze, mentions_function, syntax_check
+from autograd_lint.model.locate import line_matches
 from autograd_lint.settings import Settings
-from autograd_lint.source import SourceError, SourceFile, read_source
-from autograd_lint.spec import FunctionSpec
+from autograd_lint.model.source import SourceError, SourceFile, read_source
+from autograd_lint.model.spec import FunctionSpec
 
 T = TypeVar("T")
 # Runs in a worker: analyse one file and derive a picklable result from it.

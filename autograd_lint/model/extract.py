@@ -1,7 +1,7 @@
-"""Building :class:`~autograd_lint.spec.FunctionSpec` values from parsed libcst code.
+"""Building :class:`~autograd_lint.model.spec.FunctionSpec` values from parsed libcst code.
 
 The input is a :class:`ParsedUnit`: a whole module, or one class block cut out by
-:mod:`autograd_lint.locate`, with the offsets that map its positions back to the
+:mod:`autograd_lint.model.locate`, with the offsets that map its positions back to the
 file.  :func:`extract_functions` resolves every class's bases, keeps the
 Function subclasses and describes each one.
 """
@@ -14,8 +14,8 @@ from typing import Iterator, Mapping, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from autograd_lint import traverse
-from autograd_lint.exprs import (
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import (
     TENSOR_ONLY_METHODS,
     Classifier,
     annotation_kind,
@@ -23,9 +23,9 @@ from autograd_lint.exprs import (
     is_literal,
     is_none,
 )
-from autograd_lint.flow import target_names
-from autograd_lint.imports import ImportMap
-from autograd_lint.spec import (
+from autograd_lint.model.flow import target_names
+from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.spec import (
     FUNCTION_METHODS,
     CtxCall,
     CtxRead,

@@ -13,8 +13,8 @@ from typing import Mapping
 
 import libcst as cst
 
-from autograd_lint.imports import ImportMap
-from autograd_lint.spec import Kind
+from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.spec import Kind
 
 # Methods that only tensors have, or that only return tensors from a tensor.
 TENSOR_METHODS = frozenset(

@@ -1,7 +1,7 @@
 """Resolving names to qualified names through a module's import statements.
 
 The analyser reads only the parts of a file that can hold a Function (see
-:mod:`autograd_lint.locate`), so it cannot use libcst's scope analysis over the
+:mod:`autograd_lint.model.locate`), so it cannot use libcst's scope analysis over the
 whole module.  Instead every import statement in the file, at any indentation, is
 collected once with a regular expression and parsed with :mod:`ast`.  This
 resolves every import form (``import torch.autograd as ag``, ``from
@@ -17,7 +17,7 @@ import builtins
 import re
 from dataclasses import dataclass, field
 
-from autograd_lint.locate import line_matches
+from autograd_lint.model.locate import line_matches
 
 # An import statement: `from x import (a,\n b)`, `from x import a, \\\n b`, `import a.b as c`.
 # (Matched at the starts of the lines holding "import"; see locate.line_matches.)

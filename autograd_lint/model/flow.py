@@ -16,9 +16,9 @@ from typing import Callable, Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint import traverse
-from autograd_lint.exprs import dotted_name
-from autograd_lint.imports import ImportMap
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import dotted_name
+from autograd_lint.model.imports import ImportMap
 
 NEVER = -(10**9)  # the count on a path that does not exist
 Counter = Callable[[cst.CSTNode], int]

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import libcst as cst
 from libcst.metadata import Assignment, MetadataWrapper, Scope, ScopeProvider
 
-from autograd_lint import traverse
-from autograd_lint.spec import FUNCTION_METHODS, FunctionSpec, Position
+from autograd_lint.model import traverse
+from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec, Position
 
 if TYPE_CHECKING:
-    from autograd_lint.analysis import FileAnalysis
-    from autograd_lint.extract import ParsedUnit
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.model.extract import ParsedUnit
 
 # Conditions under which calling forward directly is deliberate: autograd is off
 # (no_grad, inference), the model is in eval mode, or the code is being exported,
@@ -103,7 +103,7 @@ def is_test_path(path: str) -> bool:
 def function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
     """Every call on a Function class of this module, in source order.
 
-    Empty unless the whole module was parsed (see :mod:`autograd_lint.analysis`).
+    Empty unless the whole module was parsed (see :mod:`autograd_lint.model.analysis`).
     """
     unit = analysis.whole_module
     if unit is None or not analysis.functions:

@@ -20,9 +20,9 @@ from typing import Mapping
 
 import libcst as cst
 
-from autograd_lint.extract import FUNCTION_BASES, ParsedUnit, extract_functions
-from autograd_lint.imports import ImportMap
-from autograd_lint.locate import (
+from autograd_lint.model.extract import FUNCTION_BASES, ParsedUnit, extract_functions
+from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.locate import (
     ClassHeader,
     candidate_headers,
     class_block,
@@ -30,8 +30,8 @@ from autograd_lint.locate import (
     outside_strings,
 )
 from autograd_lint.settings import Settings
-from autograd_lint.source import SourceError, SourceFile
-from autograd_lint.spec import FUNCTION_METHODS, FunctionSpec
+from autograd_lint.model.source import SourceError, SourceFile
+from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec
 
 # Calls that the module-level rules look at: instantiation and direct method calls.
 _USE_TEMPLATE = r"\b(?:{names})\s*(?:\(|\.\s*(?:{methods})\s*\()"
@@ -68,7 +68,7 @@ def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None 
     Reaching ``torch.autograd.Function`` (or ``InplaceFunction``) takes an import
     or an attribute chain that spells ``autograd``, except for relative imports
     inside the ``autograd`` package itself.  Subclasses of Functions defined in
-    other files are found by :func:`autograd_lint.discovery.run`'s later rounds.
+    other files are found by :func:`autograd_lint.model.discovery.run`'s later rounds.
     """
     if extra_words is not None and extra_words.search(text) is not None:
         return True
