@@ -13,6 +13,7 @@ one line a front end prints: the file, the key, and what is wrong with it.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import os
 import re
@@ -151,3 +152,26 @@ def load_settings(path: Path) -> Settings:
     if table is None:
         raise ConfigError(f"{_display(path)}: has no [{TABLE}] table")
     return settings_from_table(table, path)
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config PATH`` and ``--isolated``, as every command that analyses code takes them."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--config", type=Path, metavar="PATH", help="read [tool.autograd-lint] from this file only")
+    group.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+
+
+def project_settings(
+    paths: Sequence[str | os.PathLike[str]], config: Path | None = None, isolated: bool = False
+) -> Settings:
+    """The settings of the project that holds ``paths``: ``config`` if given, else the file
+    :func:`find_config` finds, else the defaults (always the defaults when ``isolated``).
+
+    Every front end (``check``, ``gen-tests``, ``pragma``, flake8) reads the
+    configuration through here, so they all see the same bases and options.
+    Raises :class:`ConfigError`.
+    """
+    if isolated:
+        return Settings()
+    path = config or find_config(paths)
+    return load_settings(path) if path else Settings()

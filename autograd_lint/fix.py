@@ -22,10 +22,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import io
-import os
-import stat
 import sys
-import tempfile
 import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
@@ -37,6 +34,7 @@ from libcst.metadata import MetadataWrapper
 from autograd_lint.model.analysis import FileAnalysis, analyze
 from autograd_lint.model.discovery import Run
 from autograd_lint.engine import check_analysis, selected_rules
+from autograd_lint.files import write_atomically
 from autograd_lint.output import FORMATS, CheckOutcome
 from autograd_lint.rules.base import Diagnostic, FixSafety, Rule
 from autograd_lint.settings import Settings
@@ -156,32 +154,6 @@ def _read(path: str) -> tuple[bytes, str, str]:
     text = decode_source(data, path)
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data, encoding, text
-
-
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace the file at ``path`` (through a symlink) by ``data``, keeping its mode.
-
-    The data goes to a temporary file in the same directory, which then replaces
-    the file in one ``os.replace``: a reader sees the old file or the new one, never
-    a part, and a failure leaves the old file in place.
-    """
-    target = os.path.realpath(path)
-    mode = stat.S_IMODE(os.stat(target).st_mode)
-    directory, name = os.path.split(target)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def fix_file(path: str, known: Mapping[str, FunctionSpec], settings: Settings, unsafe: bool, write: bool) -> FileFix:

@@ -23,7 +23,7 @@ from flake8.exceptions import ExecutionError
 
 from autograd_lint import __version__
 from autograd_lint.model.analysis import analyze
-from autograd_lint.config import ConfigError, find_config, identifiers, load_settings, qualified_names
+from autograd_lint.config import ConfigError, identifiers, project_settings, qualified_names
 from autograd_lint.engine import check_analysis
 from autograd_lint.rules import all_rules
 from autograd_lint.settings import Settings
@@ -84,8 +84,7 @@ class AutogradLintChecker:
     @classmethod
     def parse_options(cls, options: argparse.Namespace) -> None:
         try:
-            path = find_config(["."])
-            project = load_settings(path) if path else Settings()
+            project = project_settings(["."])
             extra_bases = qualified_names(options.agl_extra_function_bases, "--agl-extra-function-bases")
             allowed = identifiers(options.agl_allowed_ctx_tensor_attributes, "--agl-allowed-ctx-tensor-attributes")
         except ConfigError as error:

@@ -18,9 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from pathlib import Path
 
-from autograd_lint.config import ConfigError, find_config, load_settings, selectors
+from autograd_lint.config import ConfigError, add_config_arguments, project_settings, selectors
 from autograd_lint.model.discovery import run as run_files
 from autograd_lint.engine import check_analysis
 from autograd_lint.output import FORMATS, CheckOutcome
@@ -54,18 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--unsafe-fixes", action="store_true", help="with --fix or --diff, also apply fixes that change behaviour"
     )
     parser.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
-    config = parser.add_mutually_exclusive_group()
-    config.add_argument("--config", type=Path, metavar="PATH", help="read [tool.autograd-lint] from this file only")
-    config.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    add_config_arguments(parser)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The configured settings with the command line's on top; raises :class:`ConfigError`."""
-    if args.isolated:
-        configured = Settings()
-    else:
-        path = args.config or find_config(args.paths)
-        configured = load_settings(path) if path else Settings()
+    configured = project_settings(args.paths, args.config, args.isolated)
     return replace(
         configured,
         select=args.select or configured.select,

@@ -22,13 +22,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from collections import defaultdict
 from typing import Iterable
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from autograd_lint.config import ConfigError, add_config_arguments, project_settings
+from autograd_lint.files import write_atomically
 from autograd_lint.model.spec import FunctionSpec
 
 MARKER = "# pragma: no cover (autograd-backward)"
@@ -45,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the equivalent [tool.coverage.report] exclude_also lines instead of editing files",
     )
+    add_config_arguments(parser)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if any file would change")
     parser.add_argument(
         "--only-unexercised",
@@ -57,9 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from autograd_lint.coverage import report
     from autograd_lint.model.discovery import run as discover
-    from autograd_lint.settings import Settings
 
-    found = discover(args.paths, Settings(), _no_job)
+    try:
+        settings = project_settings(args.paths, args.config, args.isolated)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    found = discover(args.paths, settings, _no_job)
     failed = bool(found.errors)
     for error in found.errors:
         print(error, file=sys.stderr)
@@ -173,18 +179,5 @@ def _rewrite(path: str, lines: set[int], remove: bool, write: bool) -> bool:
         return False
     cst.parse_module(new)  # never write what would not parse
     if write:
-        _write_atomically(path, new)
+        write_atomically(path, new)
     return True
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".agl-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(temporary, os.stat(path).st_mode & 0o7777)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise

@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
+from autograd_lint.config import ConfigError, add_config_arguments, project_settings
 from autograd_lint.gentests import recording
 from autograd_lint.gentests.callsites import CallSite, find_call_sites, match_call_sites
 from autograd_lint.gentests.checks import checks_for
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write nothing; exit 1 if a generated file is missing or stale")
     parser.add_argument("--force", action="store_true",
                         help="overwrite generated files even where they were edited")
+    add_config_arguments(parser)
 
 
 @dataclass
@@ -103,10 +105,13 @@ def _describe_only(analysis: object, settings: object) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autograd_lint.model.discovery import iter_targets, run as discover
-    from autograd_lint.settings import Settings
     from autograd_lint.model.source import SourceError, read_source
 
-    settings = Settings()
+    try:
+        settings = project_settings(args.paths, args.config, args.isolated)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_ERROR
     errors: list[str] = []
 
     def report(message: str) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 import enum
 import hashlib
-import os
 import re
-import tempfile
+
+from autograd_lint.files import write_atomically
 
 HASH_PREFIX = "# autograd-lint-gen-tests-sha256: "
 _HASH_LINE = re.compile(r"^# autograd-lint-gen-tests-sha256: ([0-9a-f]{64})$", re.MULTILINE)
@@ -61,23 +61,8 @@ def file_state(path: str, new_text: str) -> FileState:
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory.
-
-    Readers see the old file or the new one, never a partial write.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        # mkstemp creates the file private (0600); keep the mode of the file replaced.
-        mode = os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    """Write ``text`` (UTF-8, ``\n`` line endings) to ``path`` atomically."""
+    write_atomically(path, text.encode("utf-8"))
 
 
 def write_python_atomic(path: str, text: str) -> None:
