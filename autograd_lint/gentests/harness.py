@@ -50,6 +50,9 @@ class TensorArg:
     dtype: str = "float64"
     device: str = "cpu"
     requires_grad: bool = True
+    contiguous: bool = True
+    values: tuple[float | int | bool | str, ...] | None = None
+    stats: tuple[tuple[str, float | bool], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,19 @@ class Case:
 
 
 def tensor(
-    shape: Sequence[int], dtype: str = "float64", device: str = "cpu", requires_grad: bool = True
+    shape: Sequence[int], dtype: str = "float64", device: str = "cpu", requires_grad: bool = True,
+    contiguous: bool = True, values: Sequence[float | int | bool | str] | None = None,
+    stats: dict[str, float | bool] | None = None,
 ) -> TensorArg:
-    """A tensor argument of a known shape."""
-    return TensorArg(tuple(shape), dtype, device, requires_grad)
+    """A tensor argument of a known shape, with its recorded values or statistics if any.
+
+    ``values`` are the flattened elements (``"nan"``, ``"inf"``, ``"-inf"`` as
+    strings); ``stats`` describe a tensor too large to record: ``min``, ``max``,
+    ``integral``, ``symmetric``, ``positive_definite``, ``simplex``.
+    """
+    return TensorArg(tuple(shape), dtype, device, requires_grad, contiguous,
+                     tuple(values) if values is not None else None,
+                     tuple(sorted(stats.items())) if stats else None)
 
 
 def any_scalar() -> ScalarArg:
@@ -124,23 +136,71 @@ def _is_differentiable_dtype(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
+def _drawn_values(shape: tuple[int, ...], dtype: torch.dtype, domain: Domain,
+                  generator: torch.Generator) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator, dtype=torch.float64) > 0.5
+    if not _is_differentiable_dtype(dtype):
+        # 0 and 1 are valid indices along any dimension of the candidate shapes.
+        return torch.randint(0, 2, shape, generator=generator).to(dtype)
+    _, low, high, signed = domain
+    real = torch.float64
+    magnitude = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
+    if signed:
+        sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
+        magnitude = magnitude * sign.to(real)
+    return magnitude.to(dtype)
+
+
+def _values_like_recorded(shape: tuple[int, ...], dtype: torch.dtype, stats: dict[str, float | bool],
+                          generator: torch.Generator) -> torch.Tensor:
+    """Random values with the recorded statistics of a tensor too large to record.
+
+    Structure first (a probability vector, a positive-definite or symmetric matrix),
+    else the recorded range, whole numbers where all recorded ones were.
+    """
+    real = torch.float64
+    low, high = float(stats.get("min", -1.0)), float(stats.get("max", 1.0))
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator, dtype=real) > 0.5
+    if stats.get("simplex"):
+        values = torch.softmax(torch.randn(shape, generator=generator, dtype=real), dim=-1)
+    elif stats.get("positive_definite"):
+        n = shape[-1]
+        factor = torch.randn(shape, generator=generator, dtype=real)
+        values = factor @ factor.transpose(-1, -2) / n + torch.eye(n, dtype=real)
+    elif stats.get("integral") or not _is_differentiable_dtype(dtype):
+        values = torch.randint(int(low), int(high) + 1, shape, generator=generator).to(real)
+    else:
+        values = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
+        if stats.get("symmetric") and len(shape) >= 2:
+            values = (values + values.transpose(-1, -2)) / 2
+    return values.to(dtype)
+
+
+def _non_contiguous(values: torch.Tensor) -> torch.Tensor:
+    """The same values, as every other element of a twice larger tensor (as a recorded view was)."""
+    if values.dim() == 0:
+        return values
+    spread = torch.zeros(values.shape[:-1] + (2 * values.shape[-1],), dtype=values.dtype, device=values.device)
+    spread[..., ::2] = values
+    return spread[..., ::2]
+
+
 def _make_tensor(arg: TensorArg, shape: tuple[int, ...], domain: Domain,
                  generator: torch.Generator) -> torch.Tensor:
     dtype = getattr(torch, arg.dtype)
-    if dtype == torch.bool:
-        values = torch.rand(shape, generator=generator, dtype=torch.float64) > 0.5
-    elif not _is_differentiable_dtype(dtype):
-        # 0 and 1 are valid indices along any dimension of the candidate shapes.
-        values = torch.randint(0, 2, shape, generator=generator).to(dtype)
+    if arg.values is not None:
+        flat = [float(item) if isinstance(item, str) else item for item in arg.values]
+        values = torch.tensor(flat, dtype=torch.float64 if dtype.is_floating_point else None).to(dtype)
+        values = values.reshape(shape)
+    elif arg.stats is not None:
+        values = _values_like_recorded(shape, dtype, dict(arg.stats), generator)
     else:
-        _, low, high, signed = domain
-        real = torch.float64
-        magnitude = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
-        if signed:
-            sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
-            magnitude = magnitude * sign.to(real)
-        values = magnitude.to(dtype)
+        values = _drawn_values(shape, dtype, domain, generator)
     values = values.to(arg.device)
+    if not arg.contiguous:
+        values = _non_contiguous(values)
     if arg.requires_grad and _is_differentiable_dtype(dtype):
         values.requires_grad_(True)
     return values

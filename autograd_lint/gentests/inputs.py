@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autograd_lint.model.spec import FunctionSpec, Kind, Param
 
@@ -41,6 +41,11 @@ class TensorInput:
     dtype: str = "float64"
     device: str = "cpu"
     requires_grad: bool = True
+    contiguous: bool = True
+    # Recorded elements (flattened; "nan"/"inf"/"-inf" as strings), or, for a larger
+    # tensor, recorded statistics as sorted (name, value) pairs: see :mod:`.recording`.
+    values: tuple[float | int | bool | str, ...] | None = None
+    stats: tuple[tuple[str, float | bool], ...] | None = None
 
     @property
     def is_differentiable(self) -> bool:
@@ -113,7 +118,7 @@ def normalise_case(args: tuple[Input, ...]) -> InputCase:
         if isinstance(arg, TensorInput):
             dtype = _PROMOTED_DTYPES.get(arg.dtype, arg.dtype)
             requires_grad = arg.is_differentiable and (arg.requires_grad or not any_requires_grad)
-            arg = TensorInput(arg.shape, dtype, arg.device, requires_grad)
+            arg = replace(arg, dtype=dtype, requires_grad=requires_grad)
         normalised.append(arg)
     return InputCase(tuple(normalised))
 

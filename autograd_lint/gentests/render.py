@@ -43,6 +43,11 @@ class FunctionPlan:
     checks: tuple[Check, ...]
 
 
+def _tuple_source(items: tuple[float | int | bool | str, ...]) -> str:
+    texts = [_quoted(item) if isinstance(item, str) else repr(item) for item in items]
+    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
+
+
 def _input_source(arg: Input) -> str:
     if isinstance(arg, TensorInput):
         options = ""
@@ -52,6 +57,12 @@ def _input_source(arg: Input) -> str:
             options += f", device={_quoted(arg.device)}"
         if not arg.requires_grad:
             options += ", requires_grad=False"
+        if not arg.contiguous:
+            options += ", contiguous=False"
+        if arg.values is not None:
+            options += f", values={_tuple_source(arg.values)}"
+        if arg.stats is not None:
+            options += ", stats={" + ", ".join(f"{_quoted(name)}: {value!r}" for name, value in arg.stats) + "}"
         if arg.shape is None:
             return f"any_tensor({options.lstrip(', ')})"
         shape = "(" + ", ".join(map(str, arg.shape)) + ("," if len(arg.shape) == 1 else "") + ")"
