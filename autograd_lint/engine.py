@@ -7,13 +7,14 @@ findings at the same places.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from autograd_lint import noqa
 from autograd_lint.model.analysis import FileAnalysis, analyze, syntax_check
 from autograd_lint.model.source import SourceFile
+from autograd_lint.model.spec import FunctionSpec
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Rule
 from autograd_lint.settings import Settings
@@ -88,14 +89,23 @@ def every_finding(analysis: FileAnalysis, settings: Settings, but: str) -> list[
     return check_analysis(analysis, everything, honour_noqa=False)
 
 
-def check_source(source: SourceFile, settings: Settings) -> list[Diagnostic]:
-    """The findings in one file on its own (stdin, an editor's buffer); raises :class:`SourceError`.
+@dataclass(frozen=True)
+class SourceCheck:
+    """The Functions of one file checked on its own, and its findings."""
+
+    functions: list[FunctionSpec]
+    diagnostics: list[Diagnostic]
+
+
+def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
+    """Check one file on its own (stdin, an editor's buffer); raises :class:`SourceError`.
 
     The file is compiled in full, as a file named on the command line is.  Its
     Functions are recognised from the file alone and ``extra-function-bases``.
     """
     syntax_check(source)
-    return check_analysis(analyze(source, {}, settings), settings)
+    analysis = analyze(source, {}, settings)
+    return SourceCheck(analysis.functions, check_analysis(analysis, settings))
 
 
 def _without_noqa(diagnostics: Sequence[Diagnostic], lines: Sequence[str]) -> list[Diagnostic]:

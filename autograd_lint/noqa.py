@@ -99,35 +99,45 @@ def noqa_comments(text: str) -> Iterator[Comment]:
         return
 
 
-def unsilenceable_lines(text: str) -> frozenset[int]:
-    """Lines at whose end a comment cannot be added: they end inside a string or with a backslash.
+@dataclass(frozen=True)
+class CommentLayout:
+    """Where comments are and can go: the column of each line's comment, and lines that can't take one."""
 
-    Empty when ``text`` does not tokenize (a caller verifies its result anyway).
-    """
-    lines: set[int] = set()
+    comment_columns: dict[int, int]  # 1-based line -> 0-based column of its ``#``
+    blocked: frozenset[int]  # lines that end inside a string or with a backslash
+
+
+def comment_layout(text: str) -> CommentLayout | None:
+    """The :class:`CommentLayout` of ``text``; None when it does not tokenize."""
+    columns: dict[int, int] = {}
+    blocked: set[int] = set()
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type == tokenize.STRING or token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
-                lines.update(range(token.start[0], token.end[0]))
+            if token.type == tokenize.COMMENT:
+                columns[token.start[0]] = token.start[1]
+            elif token.start[0] != token.end[0]:  # a string (or f-string part) over several lines
+                blocked.update(range(token.start[0], token.end[0]))
     except (tokenize.TokenError, SyntaxError):
-        return frozenset()
-    physical = text.splitlines()
-    lines.update(number for number, line in enumerate(physical, 1) if line.rstrip().endswith("\\"))
-    return frozenset(lines)
+        return None
+    blocked.update(number for number, line in enumerate(text.splitlines(), 1) if line.rstrip().endswith("\\"))
+    return CommentLayout(columns, frozenset(blocked))
 
 
-def add_codes(line: str, codes: Sequence[str], reason: str | None = None) -> str:
+def add_codes(line: str, comment_column: int | None, codes: Sequence[str], reason: str | None = None) -> str:
     """``line`` (without its line ending) with ``codes`` added to its ``# noqa``, or a new one appended.
 
+    ``comment_column`` is where the line's comment starts (None: it has none);
+    only that comment is searched for a ``# noqa``, never a string before it.
     An existing ``# noqa: A, B`` gets the new codes after its last code, the rest
     of the line untouched; a bare ``# noqa`` already silences everything.
     ``reason`` goes after a new comment as ``# noqa: AGL001  # reason``.
     """
-    match = LINE_NOQA.search(line)
+    start = len(line) if comment_column is None else comment_column
+    match = LINE_NOQA.search(line, start)
     if match is not None and not match.group("codes"):
         return line
     present = _codes(match.group("codes")) if match else frozenset()
-    missing = [code for code in dict.fromkeys(codes) if not silences(present, code)]
+    missing = [code for code in dict.fromkeys(codes) if not (present and silences(present, code))]
     if not missing:
         return line
     if match is not None:
