@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "rule": ("autograd_lint.commands.rule", "show the documentation of a rule"),
     "gen-tests": ("autograd_lint.gentests.command", "write gradcheck tests for every Function"),
     "pragma": ("autograd_lint.coverage.pragma", "add or remove coverage pragmas on backward methods"),
+    "server": ("autograd_lint.commands.server", "serve diagnostics, quick fixes and rule pages to editors (LSP, stdio)"),
 }
 
 
