@@ -11,6 +11,10 @@ and ``# noqa`` applied) and publishes the findings.  It offers:
   ``# noqa: CODE`` to its line (the same edit as ``check --add-noqa``);
 * hover: on a line with findings, each rule's documentation page.
 
+Checks run in a thread, one document at a time; changes that arrive during a
+check are read meanwhile, and only the newest text is checked next, so that a
+burst of keystrokes costs two checks, not one per keystroke.
+
 A document that does not compile gets one diagnostic naming the problem, and
 the server goes on serving; a configuration that cannot be read is shown to
 the user as one message, and its documents get no findings until it is fixed.
@@ -19,14 +23,16 @@ Nothing is ever written to disk: edits go to the editor, which applies them.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
+from urllib.parse import unquote
 from dataclasses import dataclass
 from typing import Sequence
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
-from pygls.workspace.position_codec import ServerTextPosition
+from pygls.workspace.position_codec import PositionCodec, ServerTextPosition
 
 from autograd_lint import __version__
 from autograd_lint.add_noqa import add_noqa_to_text
@@ -62,20 +68,21 @@ class AutogradLintServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(SOURCE, __version__)
         self.checked: dict[str, Checked] = {}
+        self.busy: set[str] = set()  # documents whose check loop is running
 
 
 def _is_python(document: TextDocument) -> bool:
     return document.language_id == "python" or (document.path or "").endswith(PYTHON_SUFFIXES)
 
 
-def _lsp_diagnostic(diagnostic: Diagnostic, document: TextDocument, lines: Sequence[str]) -> types.Diagnostic:
+def _lsp_diagnostic(diagnostic: Diagnostic, codec: PositionCodec, lines: Sequence[str]) -> types.Diagnostic:
     """Our finding as LSP shows it: from its column to the end of its line, in the client's units."""
     line = diagnostic.line - 1
     text = lines[line] if 0 <= line < len(lines) else ""
     end = max(len(text.rstrip()), diagnostic.column)
     server_range = types.Range(
-        document.position_codec.position_to_client_units(lines, ServerTextPosition(line, diagnostic.column)),
-        document.position_codec.position_to_client_units(lines, ServerTextPosition(line, end)),
+        codec.position_to_client_units(lines, ServerTextPosition(line, diagnostic.column)),
+        codec.position_to_client_units(lines, ServerTextPosition(line, end)),
     )
     return types.Diagnostic(
         range=server_range,
@@ -94,34 +101,70 @@ def _problem_diagnostic(message: str, line: int | None) -> types.Diagnostic:
     )
 
 
-def check_document(server: AutogradLintServer, document: TextDocument) -> list[types.Diagnostic]:
-    """Check ``document``'s current text; remember the result for code actions and hover."""
-    path = document.path
+@dataclass(frozen=True)
+class Outcome:
+    """One check of a document's text: what to remember, to publish, and to tell the user."""
+
+    checked: Checked | None  # None when the text or the configuration could not be checked
+    diagnostics: list[types.Diagnostic]
+    config_error: str | None = None
+
+
+def check_text(path: str, text: str, codec: PositionCodec, previous: Checked | None) -> Outcome:
+    """Check ``text`` as the file ``path``; touches no server state, so it can run in a thread."""
     try:
         settings = project_settings([path])
     except ConfigError as error:
-        server.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"{SOURCE}: {error}"))
-        server.checked.pop(document.uri, None)
-        return []
-    source = SourceFile(path, document.source, module_name(path))
+        return Outcome(None, [], f"{SOURCE}: {error}")
+    if previous is not None and previous.source.text == text and previous.settings == settings:
+        checked = previous  # a save after the change: same text, same findings
+    else:
+        source = SourceFile(path, text, module_name(path))
+        try:
+            checked = Checked(source, settings, check_source(source, settings).diagnostics)
+        except SourceError as error:
+            return Outcome(None, [_problem_diagnostic(error.problem, error.line)])
+    lines = text.splitlines(keepends=True)
+    return Outcome(checked, [_lsp_diagnostic(d, codec, lines) for d in checked.diagnostics])
+
+
+async def publish(server: AutogradLintServer, uri: str) -> None:
+    """Check the document at ``uri`` and publish its diagnostics, newest version only.
+
+    The check runs in a thread, so that the changes that arrive meanwhile are
+    read; if some did, the newest text is checked next and the versions in
+    between are never checked.  One loop per document runs at a time.
+    """
+    if uri in server.busy:
+        return  # the running loop sees the newer version when its check ends
+    server.busy.add(uri)
     try:
-        diagnostics = check_source(source, settings).diagnostics
-    except SourceError as error:
-        server.checked.pop(document.uri, None)
-        return [_problem_diagnostic(error.problem, error.line)]
-    server.checked[document.uri] = Checked(source, settings, diagnostics)
-    lines = source.text.splitlines(keepends=True)
-    return [_lsp_diagnostic(d, document, lines) for d in diagnostics]
-
-
-def publish(server: AutogradLintServer, uri: str) -> None:
-    document = server.workspace.get_text_document(uri)
-    if not _is_python(document):
-        return
-    diagnostics = check_document(server, document)
-    server.text_document_publish_diagnostics(
-        types.PublishDiagnosticsParams(uri=uri, version=document.version, diagnostics=diagnostics)
-    )
+        while True:
+            if unquote(uri) not in server.workspace.text_documents:
+                return  # closed while a check ran: did_close has cleared its diagnostics
+            document = server.workspace.get_text_document(uri)
+            if not _is_python(document):
+                return
+            version, text = document.version, document.source
+            outcome = await asyncio.get_running_loop().run_in_executor(
+                None, check_text, document.path, text, document.position_codec, server.checked.get(uri)
+            )
+            if unquote(uri) not in server.workspace.text_documents:
+                return
+            if outcome.config_error is not None:
+                server.window_show_message(types.ShowMessageParams(types.MessageType.Error, outcome.config_error))
+            if outcome.checked is None:
+                server.checked.pop(uri, None)
+            else:
+                server.checked[uri] = outcome.checked
+            server.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=outcome.diagnostics)
+            )
+            current = server.workspace.get_text_document(uri)
+            if current.version == version and current.source == text:
+                return
+    finally:
+        server.busy.discard(uri)
 
 
 def text_edits(old: str, new: str) -> list[types.TextEdit]:
@@ -202,16 +245,16 @@ def build_server() -> AutogradLintServer:
     server = AutogradLintServer()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: AutogradLintServer, params: types.DidOpenTextDocumentParams) -> None:
-        publish(ls, params.text_document.uri)
+    async def did_open(ls: AutogradLintServer, params: types.DidOpenTextDocumentParams) -> None:
+        await publish(ls, params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: AutogradLintServer, params: types.DidChangeTextDocumentParams) -> None:
-        publish(ls, params.text_document.uri)
+    async def did_change(ls: AutogradLintServer, params: types.DidChangeTextDocumentParams) -> None:
+        await publish(ls, params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: AutogradLintServer, params: types.DidSaveTextDocumentParams) -> None:
-        publish(ls, params.text_document.uri)
+    async def did_save(ls: AutogradLintServer, params: types.DidSaveTextDocumentParams) -> None:
+        await publish(ls, params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: AutogradLintServer, params: types.DidCloseTextDocumentParams) -> None:

@@ -132,3 +132,25 @@ async def test_project_configuration_is_honoured(client: LanguageClient, tmp_pat
     assert await change_document(client, tmp_path / "pkg" / "ops.py", BUGGY + "\n", 2) == []
     # The server shows the message before it publishes the (empty) diagnostics.
     assert any("unknown key 'selct'" in message.message for message in client.messages)
+
+
+@pytest.mark.asyncio
+async def test_a_burst_of_changes_ends_with_the_newest_text_checked(client: LanguageClient, tmp_path: Path) -> None:
+    path = tmp_path / "ops.py"
+    await open_document(client, path, BUGGY)
+    fixed = BUGGY.replace("[grad * 2]", "(grad * 2,)")
+    newest = fixed.replace("return x * 2", "x.mul_(2)\n        return x")  # only this one has AGL008
+    versions = [fixed, BUGGY, fixed, BUGGY, newest]
+    for version, text in enumerate(versions, start=2):
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(uri=path.as_uri(), version=version),
+                [types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
+
+    async def newest_published() -> None:
+        while [d.code for d in client.diagnostics.get(path.as_uri(), [])] != ["AGL008"]:
+            await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+
+    await asyncio.wait_for(newest_published(), WAIT)
