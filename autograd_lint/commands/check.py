@@ -323,6 +323,22 @@ def _add_noqa(findings: Findings, reason: str | None) -> int:
     return EXIT_ERROR if failed else EXIT_CLEAN
 
 
+def _toml_value(key: str, value: object) -> object:
+    """The setting of configuration key ``key`` as the configuration spells it."""
+    if key == "per-file-ignores" and isinstance(value, tuple):
+        return {glob: list(codes) for glob, codes in value}
+    if isinstance(value, frozenset):
+        return sorted(value)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _toml(value: object) -> str:
+    """``value`` written as TOML (JSON's strings and arrays are TOML's; inline tables use ``=``)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(key)} = {_toml(item)}" for key, item in value.items()) + "}"
+    return json.dumps(value)
+
+
 def show_settings(args: argparse.Namespace, settings: Settings) -> str:
     """The configuration file used, every setting, the rules that run, and the files that would be checked."""
     if args.isolated:
@@ -330,19 +346,15 @@ def show_settings(args: argparse.Namespace, settings: Settings) -> str:
     else:
         found = args.config or find_config(_paths(args))
         source = str(found) if found else "none found: defaults"
-    values = {key: getattr(settings, field) for key, (field, _) in KEYS.items()}
-    shown = {
-        key: dict((glob, list(codes)) for glob, codes in value) if key == "per-file-ignores" else sorted(value)
-        if isinstance(value, frozenset) else list(value)
-        for key, value in values.items()
-    }
+    shown = {key: _toml_value(key, getattr(settings, field)) for key, (field, _) in KEYS.items()}
     rules = [rule.code for rule in selected_rules(settings)]
-    files = [] if _reads_stdin(args) else [t.path for t in iter_targets(_paths(args), settings) if not isinstance(t, SourceError)]
+    targets = [] if _reads_stdin(args) else iter_targets(_paths(args), settings)
+    files = [target.path for target in targets if not isinstance(target, SourceError)]
     if args.output_format == "json":
         document = {"configuration": source, "settings": shown, "rules": rules, "files": files}
         return json.dumps(document, indent=2) + "\n"
     lines = [f"Configuration: {source}", "", "[tool.autograd-lint]"]
-    lines += [f"{key} = {json.dumps(value)}" for key, value in shown.items()]
+    lines += [f"{key} = {_toml(value)}" for key, value in shown.items()]
     lines += ["", f"Rules that run ({len(rules)}): {', '.join(rules)}", "", f"Files to check ({len(files)}):"]
     lines += [f"  {os.path.normpath(path)}" for path in files]
     return "\n".join(lines) + "\n"
