@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -154,3 +155,10 @@ async def test_a_burst_of_changes_ends_with_the_newest_text_checked(client: Lang
             await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
 
     await asyncio.wait_for(newest_published(), WAIT)
+
+
+def test_without_pygls_the_command_says_how_to_get_it(tmp_path: Path) -> None:
+    hide_pygls = "import sys; sys.modules['pygls'] = None; from autograd_lint.cli import main; sys.exit(main(['server']))"
+    result = subprocess.run([sys.executable, "-c", hide_pygls], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and "pip install 'autograd-lint[lsp]'" in result.stderr
