@@ -221,6 +221,7 @@ def test_show_settings(project: Path) -> None:
         ["--add-noqa", "--diff", "ops.py"],
         ["--add-noqa=two\nlines", "ops.py"],
         ["--write-baseline", "b.json", "--diff", "ops.py"],
+        ["--write-baseline", "b.json", "--add-noqa", "ops.py"],
         ["--show-fixes", "ops.py"],
     ],
 )
@@ -229,3 +230,14 @@ def test_options_that_do_not_go_together(project: Path, args: list[str]) -> None
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
     assert (project / "ops.py").read_text() == SOURCE and not (project / "b.json").exists()
+
+
+def test_add_noqa_after_a_baseline_comments_only_new_findings(project: Path) -> None:
+    assert check("--write-baseline", "baseline.json", "ops.py", cwd=project).returncode == 0
+    path = project / "ops.py"
+    path.write_text(SOURCE.replace("return x * 2\n", "x.mul_(2)\n        return x\n", 1))
+    result = check("--baseline", "baseline.json", "--add-noqa", "ops.py", cwd=project)
+    assert result.returncode == 0 and "Added noqa comments to 1 line." in result.stderr
+    assert [line for line in path.read_text().splitlines() if "noqa" in line] == [
+        "        x.mul_(2)  # noqa: AGL008"
+    ]
