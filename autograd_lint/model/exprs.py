@@ -25,6 +25,7 @@ TENSOR_METHODS = frozenset(
     addmm unsqueeze squeeze_ permute transpose t narrow select index_select masked_fill
     new_empty new_zeros new_ones new_full new_tensor flatten unflatten repeat_interleave
     sign abs neg sqrt rsqrt pow mul div add sub clamp gather scatter where reciprocal sin cos
+    sum mean prod std var norm amax amin cumsum cumprod logsumexp square
     """.split()
 )
 # Methods whose receiver is certainly a tensor (numpy has none of them).

@@ -263,12 +263,20 @@ def _describe(
         if isinstance(s, cst.FunctionDef) and s.name.value in FUNCTION_METHODS
     }
     graded = _graded_inputs(defs, is_plain=not base_specs and complete)
+    # forward first: setup_context's `output` is a tensor when forward returns only tensors.
+    if "forward" in defs:
+        spec.methods["forward"] = MethodBuilder(defs["forward"], unit, imports, spec, graded).build()
+    output_is_tensor = _returns_one_tensor(spec.methods.get("forward"))
     for statement in _block(info.node.body):
         if isinstance(statement, cst.FunctionDef) and statement.name.value in FUNCTION_METHODS:
-            tensor_params = graded if statement.name.value == "forward" else frozenset()
-            spec.methods[statement.name.value] = MethodBuilder(
-                statement, unit, imports, spec, tensor_params
-            ).build()
+            name = statement.name.value
+            if name == "forward":
+                continue
+            tensor_params: frozenset[str] = frozenset()
+            if name == "setup_context" and output_is_tensor:
+                positional = [*statement.params.posonly_params, *statement.params.params]
+                tensor_params = frozenset(p.name.value for p in positional[2:3])
+            spec.methods[name] = MethodBuilder(statement, unit, imports, spec, tensor_params).build()
         elif isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 target = None
@@ -284,6 +292,13 @@ def _describe(
                         unit.code(small.value), kind, None, unit.position(small)
                     )
     return spec
+
+
+def _returns_one_tensor(forward: MethodSpec | None) -> bool:
+    """Whether every ``return`` of forward gives one tensor."""
+    return forward is not None and bool(forward.returns) and all(
+        r.elements is None and r.value is not None and r.value.kind.is_tensor for r in forward.returns
+    )
 
 
 def _graded_inputs(defs: Mapping[str, cst.FunctionDef], is_plain: bool) -> frozenset[str]:

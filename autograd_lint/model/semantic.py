@@ -157,7 +157,8 @@ class Flow:
 
 @dataclass(frozen=True, eq=False)
 class InplaceWrite:
-    """An in-place write to a tensor, and the bindings whose object it writes.
+    """An in-place write (to a tensor, or ``clear()`` of a container), and the bindings
+    whose object it writes (empty when the target is not a local, e.g. ``ctx.buf``).
 
     ``self_copy`` is true for ``t.copy_(t)`` (the data does not change).
     """
@@ -201,6 +202,8 @@ class MethodModel:
     returns: list[ReturnValue] = field(default_factory=list)
     flows: list[Flow] = field(default_factory=list)
     inplace_writes: list[InplaceWrite] = field(default_factory=list)
+    # `del owner.attribute`: (owner name, attribute, the del statement).
+    deleted_attributes: list[tuple[str, str, cst.Del]] = field(default_factory=list)
 
     # -- names ------------------------------------------------------------------
     def reaching(self, use: cst.Name) -> frozenset[Binding]:
@@ -266,6 +269,25 @@ class MethodModel:
 
     def writes_to(self, binding: Binding) -> list[InplaceWrite]:
         return [w for w in self.inplace_writes if binding in w.origins]
+
+    def attribute_of(self, expr: cst.BaseExpression) -> tuple[str, str] | None:
+        """``(owner, attribute)`` when ``expr`` is ``owner.attribute``, or a local bound only
+        to that (``buf = ctx.buf``), or a view of either."""
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and (
+            expr.func.attr.value in ALIAS_METHODS or is_inplace_name(expr.func.attr.value)
+        ):
+            expr = expr.func.value
+        if isinstance(expr, cst.Name):
+            reaching = self.reaching(expr)
+            if len(reaching) != 1:
+                return None
+            (binding,) = reaching
+            if binding.value is None or binding.how is not How.ASSIGNMENT:
+                return None
+            expr = binding.value
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            return expr.value.value, expr.attr.value
+        return None
 
 
 def _origins(expr: cst.BaseExpression, reaching: Callable[[cst.Name], frozenset[Binding]]) -> frozenset[Binding]:
@@ -565,6 +587,8 @@ class _Walker:
             for element in _del_targets(small.target):
                 if not isinstance(element, cst.Name):
                     self._expr(element, env)
+                if isinstance(element, cst.Attribute) and isinstance(element.value, cst.Name):
+                    self.model.deleted_attributes.append((element.value.value, element.attr.value, small))
             return env
         if isinstance(small, cst.Return):
             if small.value is not None:
@@ -824,6 +848,8 @@ class _Walker:
             else:
                 if method in EVIDENCE_METHODS or is_inplace_name(method):
                     self._mark(receiver)
+                if method == "clear" and not positional:
+                    self._inplace(receiver, node, "clear()", env)  # a container emptied in place
                 if is_inplace_name(method):
                     self_copy = (
                         method == "copy_"
@@ -849,8 +875,7 @@ class _Walker:
     def _inplace(self, target: cst.BaseExpression, node: cst.CSTNode, how: str, env: _Env,
                  self_copy: bool = False) -> None:
         origins = _origins(target, self.model.reaching)
-        if origins:
-            self.model.inplace_writes.append(InplaceWrite(node, how, target, origins, self_copy))
+        self.model.inplace_writes.append(InplaceWrite(node, how, target, origins, self_copy))
 
 
 def _with_narrowed(binding: Binding) -> Iterator[Binding]:

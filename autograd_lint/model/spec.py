@@ -219,7 +219,9 @@ class MethodSpec:
 
     @property
     def positional(self) -> tuple[Param, ...]:
-        return tuple(p for p in self.params if p.is_positional)
+        """The positional parameters that receive arguments (a classmethod's ``cls`` left out)."""
+        positional = tuple(p for p in self.params if p.is_positional)
+        return positional[1:] if self.is_classmethod else positional
 
     @property
     def has_var_positional(self) -> bool:
@@ -227,7 +229,8 @@ class MethodSpec:
 
     @property
     def ctx_name(self) -> str | None:
-        """The name of the first positional parameter (ctx is found by position, not name)."""
+        """The name of the first positional parameter after a classmethod's ``cls`` (ctx is
+        found by position, not name)."""
         positional = self.positional
         return positional[0].name if positional else None
 
