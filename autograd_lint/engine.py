@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from autograd_lint.model.analysis import FileAnalysis
+from autograd_lint.model.analysis import FileAnalysis, ModuleNeed
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Rule
 from autograd_lint.settings import Settings
@@ -51,6 +51,16 @@ def is_selected(rule: type[Rule], settings: Settings, path: str | None = None) -
 
 def selected_rules(settings: Settings, path: str | None = None) -> list[Rule]:
     return [rule() for rule in all_rules() if is_selected(rule, settings, path)]
+
+
+def module_needs(settings: Settings) -> frozenset[ModuleNeed]:
+    """What the selected rules look at outside the Function classes (per-file ignores
+    only take rules away, so the selection without a path covers every file)."""
+    needs: set[ModuleNeed] = set()
+    for rule in all_rules():
+        if is_selected(rule, settings):
+            needs |= rule.needs
+    return frozenset(needs)
 
 
 def noqa_codes(line: str) -> frozenset[str] | None:

@@ -24,7 +24,7 @@ from flake8.exceptions import ExecutionError
 from autograd_lint import __version__
 from autograd_lint.model.analysis import analyze
 from autograd_lint.config import ConfigError, identifiers, project_settings, qualified_names
-from autograd_lint.engine import check_analysis
+from autograd_lint.engine import check_analysis, module_needs
 from autograd_lint.rules import all_rules
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceError, SourceFile, module_name
@@ -103,7 +103,7 @@ class AutogradLintChecker:
             return
         source = SourceFile(self.filename, text, module_name(self.filename))
         try:
-            analysis = analyze(source, {}, self.settings)
+            analysis = analyze(source, {}, self.settings, module_needs(self.settings))
         except SourceError:
             return  # flake8 reports syntax errors itself (E999)
         for diagnostic in check_analysis(analysis, self.settings, honour_noqa=False):

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from autograd_lint.config import ConfigError, add_config_arguments, project_settings, selectors
 from autograd_lint.model.discovery import run as run_files
-from autograd_lint.engine import check_analysis
+from autograd_lint.engine import check_analysis, module_needs
 from autograd_lint.output import FORMATS, CheckOutcome
 from autograd_lint.settings import Settings
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
-    result = run_files(args.paths, settings, check_analysis)
+    result = run_files(args.paths, settings, check_analysis, module_needs(settings))
     if args.fix or args.diff:
         # Imported here: the fix pass loads libcst.codemod, which a plain check does not need.
         from autograd_lint.fix import fix_command
