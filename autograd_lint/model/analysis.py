@@ -7,8 +7,7 @@ This is the only place that decides how much of a file libcst parses:
 * the whole module, when a block does not parse on its own or when the module
   uses one of its Functions outside the class in a way a selected rule declares
   it needs to see (:class:`ModuleNeed`: ``Fn(...)``, ``Fn.forward(...)``,
-  ``Fn.apply([a, b])``, ``Fn.apply`` in a module that uses torch.func, any
-  ``Fn.apply(...)`` call).
+  ``Fn.apply([a, b])``, ``Fn.apply`` in a module that uses torch.func).
 """
 
 from __future__ import annotations
@@ -58,7 +57,6 @@ class ModuleNeed(enum.Enum):
     FUNCTION_USES = "calls on a Function class: Fn(...), Fn(...)(...), Fn.forward(...)"
     APPLY_CONTAINERS = "container literals passed to Fn.apply or an alias of it"
     APPLY_TRANSFORMS = "Fn.apply reached by a torch.func transform"
-    APPLY_CALLS = "every Fn.apply(...) call"
 
 
 EVERY_NEED = frozenset(ModuleNeed)
@@ -156,15 +154,14 @@ def _is_used(text: str, uses: re.Pattern[str]) -> bool:
 def _apply_needs_module(text: str, names: str, imports: ImportMap, needs: frozenset[ModuleNeed]) -> bool:
     """Whether ``Fn.apply`` is used in a way that ``needs`` asks to see.
 
-    That is any ``Fn.apply(...)`` call (:attr:`ModuleNeed.APPLY_CALLS`), a container
-    literal among the arguments of ``Fn.apply(...)`` or of a call through an alias
-    ``f = Fn.apply`` (:attr:`ModuleNeed.APPLY_CONTAINERS`), or a torch.func
+    That is a container literal among the arguments of ``Fn.apply(...)`` or of a
+    call through an alias ``f = Fn.apply`` (:attr:`ModuleNeed.APPLY_CONTAINERS`), or a torch.func
     transform called on ``Fn.apply``, on its alias, on a ``lambda`` or on a ``def``
     whose body uses ``Fn.apply`` (:attr:`ModuleNeed.APPLY_TRANSFORMS`).  Otherwise
     the fast path parses class blocks alone.
     """
     containers = ModuleNeed.APPLY_CONTAINERS in needs
-    if not containers and ModuleNeed.APPLY_TRANSFORMS not in needs and ModuleNeed.APPLY_CALLS not in needs:
+    if not containers and ModuleNeed.APPLY_TRANSFORMS not in needs:
         return False
     before = re.compile(_BEFORE_APPLY_TEMPLATE.format(names=names))
     applied = False
@@ -173,8 +170,6 @@ def _apply_needs_module(text: str, names: str, imports: ImportMap, needs: frozen
         prefix = before.search(text, max(0, match.start() - _BEFORE_APPLY_WINDOW), match.start())
         if prefix is None:
             continue
-        if match.group(1) and ModuleNeed.APPLY_CALLS in needs:
-            return True
         if match.group(1) and containers and _container_argument(text, match.end()):
             return True
         applied = True

@@ -4,28 +4,21 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autograd_lint.model.analysis import ModuleNeed
-from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.model.spec import FunctionSpec, Kind
-from autograd_lint.model.usage import ApplyIndex
+from autograd_lint.model.usage import apply_calls
 from autograd_lint.rules._common import argument_range, plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 
 def _widest_apply(ctx: FunctionContext) -> tuple[int, int] | None:
     """The most arguments a ``Fn.apply(...)`` call of this module passes (and its line),
-    when the module was parsed whole and has such calls."""
-    if ctx.analysis.whole_module is None:
+    when the class name means one Function only in this module."""
+    function = ctx.function
+    if sum(1 for f in ctx.analysis.functions if f.name == function.name) != 1:
         return None
-    index = ApplyIndex(ctx.analysis)
-    widest: tuple[int, int] | None = None
-    for call in index.calls:
-        if index.applied(call.func) is not ctx.function or any(a.star for a in call.args):
-            continue
-        count = len(call.args)
-        if widest is None or count > widest[0]:
-            widest = (count, index.unit.position(call).line)
-    return widest
+    calls = apply_calls(ctx.analysis.source.text).get(function.name, ())
+    widest = max(calls, key=lambda call: call.arguments, default=None)
+    return None if widest is None else (widest.arguments, widest.line)
 
 
 def _passed_count(function: FunctionSpec, ctx: FunctionContext, returned: int) -> tuple[int | None, str] | None:
@@ -61,8 +54,6 @@ class GradientCount(Rule):
     code = "AGL001"
     title = "backward returns the wrong number of gradients"
     severity = Severity.ERROR
-    needs = frozenset({ModuleNeed.APPLY_CALLS})
-    needs = frozenset({ModuleNeed.APPLY_CALLS})
     why = (
         "Too few gradients fail when backward runs: `RuntimeError: function FBackward returned "
         "an incorrect number of gradients (expected 3, got 2)`. An extra value that is not "
