@@ -96,7 +96,7 @@ class BackwardArity(Rule):
         function = ctx.function
         for name in ("backward", "vjp"):
             method = function.methods.get(name)
-            if method is None or method.has_var_positional or method.is_classmethod:
+            if method is None or method.has_var_positional:
                 continue
             grads = method.positional[1:]
             required = sum(1 for p in grads if p.is_required_positional)

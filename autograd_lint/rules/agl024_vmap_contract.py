@@ -98,7 +98,7 @@ class VmapContract(Rule):
         passed = argument_range(function)
         if passed is None or vmap.has_var_positional:
             return
-        positional = vmap.positional[1:] if vmap.is_classmethod else vmap.positional
+        positional = vmap.positional
         required = sum(1 for p in positional if p.default is None)
         fewest, most = passed[0] + 2, passed[1] + 2
         if required > most or len(positional) < fewest:

@@ -50,7 +50,7 @@ class JvpContract(Rule):
         passed = argument_range(function)
         if passed is None or jvp.has_var_positional or not jvp.positional:
             return
-        tangents = (jvp.positional[1:] if jvp.is_classmethod else jvp.positional)[1:]
+        tangents = jvp.positional[1:]
         required = sum(1 for p in tangents if p.default is None)
         fewest, most = passed
         if required > most or len(tangents) < fewest:
