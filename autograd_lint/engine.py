@@ -84,6 +84,8 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
     for rule in rules:
         reports = list(rule.check_module(analysis, settings))
         for function in analysis.functions:
+            if function.decorators:
+                continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
             reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         for report in reports:
             severity = report.severity or rule.severity

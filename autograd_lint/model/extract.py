@@ -256,6 +256,7 @@ def _describe(
         bases=bases,
         base_specs=base_specs,
         complete=complete,
+        decorators=tuple(unit.code(d.decorator) for d in info.node.decorators),
     )
     defs = {
         s.name.value: s

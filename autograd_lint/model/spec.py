@@ -263,6 +263,8 @@ class FunctionSpec:
     class_attributes: dict[str, Expr] = field(default_factory=dict)
     base_specs: tuple["FunctionSpec", ...] = ()
     complete: bool = True
+    # Decorators of the class statement (a decorator may wrap or replace the class).
+    decorators: tuple[str, ...] = ()
 
     @property
     def full_name(self) -> str:

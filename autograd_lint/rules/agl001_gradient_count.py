@@ -95,6 +95,24 @@ class GradientCount(Rule):
                 )
 
     VALID = [
+        # A class decorator may change the contract: PyTorch's own `supports_tensorlist`
+        # flattens a list argument into several inputs, one gradient each.
+        Valid(
+            """
+            import torch
+            from torch.testing._internal.autograd_function_db import supports_tensorlist
+
+            @supports_tensorlist
+            class Stack(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, xs):
+                    return torch.stack(xs)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad[0], grad[1]
+            """
+        ),
         # Combined style: `apply(x)` passes one input, so one gradient is right; the
         # defaulted trailing parameters are inputs only when a caller passes them.
         Valid(
