@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from autograd_lint.model.analysis import FileAnalysis, ModuleNeed
+from autograd_lint.model.extract import is_decorated
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Rule
 from autograd_lint.settings import Settings
@@ -84,7 +85,7 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
     for rule in rules:
         reports = list(rule.check_module(analysis, settings))
         for function in analysis.functions:
-            if function.decorators:
+            if is_decorated(function, analysis.source.text):
                 continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
             reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         for report in reports:

@@ -633,3 +633,21 @@ class MethodBuilder:
         name = self.unit.position(self.node.name)
         gap = len(self.node.whitespace_after_def.value)
         return Position(name.line, max(name.column - len("def") - gap, 0))
+
+
+def is_decorated(function: FunctionSpec, text: str) -> bool:
+    """Whether the class statement of ``function`` has a decorator.
+
+    Read from the source text as well as the node: a class parsed as a block on its
+    own starts at its ``class`` line, after its decorators.
+    """
+    if function.decorators:
+        return True
+    lines = text.splitlines()
+    index = function.position.line - 2
+    while index >= 0:
+        line = lines[index].strip()
+        if line and not line.startswith("#"):
+            return line.startswith("@")
+        index -= 1
+    return False
