@@ -204,6 +204,8 @@ class MethodModel:
     inplace_writes: list[InplaceWrite] = field(default_factory=list)
     # `del owner.attribute`: (owner name, attribute, the del statement).
     deleted_attributes: list[tuple[str, str, cst.Del]] = field(default_factory=list)
+    # Loads of `owner.attribute` (not the targets of assignments or `del`), in walk order.
+    attribute_reads: list[tuple[str, str, cst.Attribute]] = field(default_factory=list)
 
     # -- names ------------------------------------------------------------------
     def reaching(self, use: cst.Name) -> frozenset[Binding]:
@@ -408,6 +410,7 @@ class _Walker:
         self.loop_exits: list[list[_Env]] = []
         self.order: list[Binding] = []  # every binding made by the walk, in walk order
         self.false_sites: dict[int, cst.CSTNode] = {}
+        self.read_ids: set[int] = set()
         self.made: dict[tuple[int, str, How], Binding] = {}  # (site, name, how) -> its binding
         self.classifier = Classifier(imports, self.model.name_kind)
 
@@ -585,7 +588,9 @@ class _Walker:
             for name in target_names(small.target):
                 self._bind(env, name, How.DELETE, small)
             for element in _del_targets(small.target):
-                if not isinstance(element, cst.Name):
+                if isinstance(element, cst.Attribute):
+                    self._expr(element.value, env)
+                elif not isinstance(element, cst.Name):
                     self._expr(element, env)
                 if isinstance(element, cst.Attribute) and isinstance(element.value, cst.Name):
                     self.model.deleted_attributes.append((element.value.value, element.attr.value, small))
@@ -923,6 +928,9 @@ class _Uses(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if node.attr.value in EVIDENCE_ATTRIBUTES:
             self.walker._mark(node.value)  # noqa: SLF001
+        if isinstance(node.value, cst.Name) and id(node) not in self.walker.read_ids:
+            self.walker.read_ids.add(id(node))  # a loop body is walked twice: record once
+            self.walker.model.attribute_reads.append((node.value.value, node.attr.value, node))
         traverse.visit(node.value, self)
         return False  # the attribute's name is not a use
 
