@@ -321,8 +321,13 @@ def _graded_inputs(defs: Mapping[str, cst.FunctionDef], is_plain: bool) -> froze
         value = ret.value
         if value is None:
             continue
-        elements = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
-        if any(isinstance(e, cst.StarredElement) for e in getattr(value, "elements", ())):
+        if isinstance(value, cst.Tuple):
+            if any(isinstance(e, cst.StarredElement) for e in value.elements):
+                continue
+            elements = [e.value for e in value.elements]
+        elif len(inputs) == 1:
+            elements = [value]  # anything else may be a tuple: `(None,) + (g,)`, `helper(g)`
+        else:
             continue
         for index, element in enumerate(elements):
             if index < len(inputs) and not is_none(element) and not is_literal(element):

@@ -267,6 +267,25 @@ class CtxTensorAttribute(Rule):
                     return grad * ctx.mask, None, None
             """
         ),
+        # Process-group plumbing: backward's `(None, None) + (g,)` gives no gradient to
+        # `op` or `group`, however it is spelled.
+        Valid(
+            """
+            import torch
+            from torch.autograd import Function
+
+            class AllReduce(Function):
+                @staticmethod
+                def forward(ctx, op, group, tensor):
+                    ctx.group = group
+                    ctx.op = op
+                    return tensor.clone()
+
+                @staticmethod
+                def backward(ctx, grad_output):
+                    return (None, None) + (AllReduce.apply(ctx.op, ctx.group, grad_output),)
+            """
+        ),
         # A loop rebinds `state` to a plain number before it is stored.
         Valid(
             """
