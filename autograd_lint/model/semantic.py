@@ -204,6 +204,8 @@ class MethodModel:
     inplace_writes: list[InplaceWrite] = field(default_factory=list)
     # `del owner.attribute`: (owner name, attribute, the del statement).
     deleted_attributes: list[tuple[str, str, cst.Del]] = field(default_factory=list)
+    # Every call of the body, with the callee as written when it is a dotted name.
+    calls: list[tuple[str | None, cst.Call]] = field(default_factory=list)
     # Loads of `owner.attribute` (not the targets of assignments or `del`), in walk order.
     attribute_reads: list[tuple[str, str, cst.Attribute]] = field(default_factory=list)
 
@@ -261,6 +263,10 @@ class MethodModel:
             if binding.how is How.PARAMETER:
                 return binding.name
         return None
+
+    def calls_of(self, callee: str) -> list[cst.Call]:
+        """The calls of ``callee`` (a dotted name as written: ``ctx.save_for_backward``)."""
+        return [call for name, call in self.calls if name == callee]
 
     def flows_to(self, sink: Sink, detail: str | None = None) -> list[Flow]:
         return [f for f in self.flows if f.sink is sink and (detail is None or f.detail == detail)]
@@ -411,6 +417,7 @@ class _Walker:
         self.order: list[Binding] = []  # every binding made by the walk, in walk order
         self.false_sites: dict[int, cst.CSTNode] = {}
         self.read_ids: set[int] = set()
+        self.call_ids: set[int] = set()
         self.made: dict[tuple[int, str, How], Binding] = {}  # (site, name, how) -> its binding
         self.classifier = Classifier(imports, self.model.name_kind)
 
@@ -833,6 +840,9 @@ class _Walker:
     def _call(self, node: cst.Call, env: _Env) -> None:
         func = node.func
         name = dotted_name(func)
+        if id(node) not in self.call_ids:  # a loop body is walked twice: record once
+            self.call_ids.add(id(node))
+            self.model.calls.append((name, node))
         qualified = self.imports.resolve(name) if name else None
         positional = [a for a in node.args if a.keyword is None and not a.star]
         if isinstance(func, cst.Attribute):
