@@ -62,6 +62,24 @@ TORCH_NON_TENSOR_CALLS = frozenset(
     "set_grad_enabled autocast get_rng_state set_rng_state manual_seed seed initial_seed "
     "compile jit typename numel result_type promote_types can_cast broadcast_shapes".split()
 )
+# torch functions that return a tuple (or a named tuple) of tensors, not one tensor.
+TUPLE_RETURNING = frozenset(
+    """
+    meshgrid broadcast_tensors atleast_1d atleast_2d atleast_3d sort topk max min median nanmedian
+    mode kthvalue cummax cummin aminmax std_mean var_mean unique unique_consecutive frexp
+    histogram histogramdd geqrf qr svd slogdet lu lu_unpack lstsq triangular_solve eig eigh
+    where nonzero gradient adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d
+    max_pool1d max_pool2d max_pool3d fractional_max_pool2d fractional_max_pool3d
+    multi_head_attention_forward native_batch_norm native_layer_norm native_group_norm
+    batch_norm_stats batch_norm_gather_stats batch_norm_gather_stats_with_counts
+    cholesky_ex inv_ex solve_ex lu_factor lu_factor_ex ldl_factor ldl_factor_ex lstm gru
+    rnn_tanh rnn_relu lstm_cell embedding_bag native_dropout batch_norm_backward_reduce
+    cudnn_batch_norm miopen_batch_norm fake_quantize_per_tensor_affine_cachemask
+    fake_quantize_per_channel_affine_cachemask choose_qparams_optimized
+    """.split()
+)
+# Name parts that mark the rest of the split/chunk family (unsafe_split, split_copy, ...).
+TUPLE_RETURNING_PARTS = ("split", "chunk", "unbind", "with_indices")
 TORCH_TENSOR_NAMESPACES = frozenset(
     {"torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"}
 )
@@ -379,6 +397,8 @@ class Classifier:
     @staticmethod
     def _torch_call(qualified: str) -> Kind:
         namespace, _, function = qualified.rpartition(".")
+        if function in TUPLE_RETURNING or any(part in function for part in TUPLE_RETURNING_PARTS):
+            return Kind.UNKNOWN  # a tuple of tensors (a single one for some arguments)
         if namespace == "torch":
             if function in TORCH_NON_TENSOR_CALLS or function.startswith(("is_", "get_", "set_", "_")):
                 return Kind.UNKNOWN
