@@ -330,8 +330,6 @@ class FunctionSpec:
         if forward is None or split is None or forward.has_var_positional:
             return None
         positional = forward.positional
-        if forward.is_classmethod:  # entmax writes forward(cls, ctx, X, ...): cls is bound, not an input
-            positional = positional[1:]
         return positional if split else positional[1:]
 
     @property
