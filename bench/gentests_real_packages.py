@@ -131,13 +131,11 @@ def record(python: Path, package: Package, sources: Path, work: Path, recording:
         cwd = work / f"{package.name}-repo"
         if not cwd.exists():
             cwd.mkdir(parents=True)
+            # Only the test paths: a mirror may lack large files (images) elsewhere in the tree.
+            top_levels = sorted({path.split("/")[0] for path in package.tests})
             archive = subprocess.run(["git", f"--git-dir=/work/.mirror/{package.repository}/repo", "archive",
-                                      package.commit or "HEAD"], capture_output=True, check=True)
+                                      package.commit or "HEAD", "--", *top_levels], capture_output=True, check=True)
             subprocess.run(["tar", "-x", "-C", str(cwd)], input=archive.stdout, check=True)
-            # The tests must exercise the installed package, not the repository's copy of it.
-            for shadow in (cwd / package.name, cwd / "src" / package.name):
-                if shadow.is_dir():
-                    shadow.rename(shadow.with_name(shadow.name + "_repository_copy"))
     try:
         # The plugin is found through its entry point: PYTHONPATH holds the worktree and its egg-info.
         result = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -156,6 +154,8 @@ def main() -> int:
     parser.add_argument("--venv", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--only", nargs="*", default=None, help="package import names")
+    parser.add_argument("--modes", nargs="+", choices=("without", "with"), default=["without", "with"],
+                        help="run without and/or with a recording (default both)")
     args = parser.parse_args()
     python = args.venv / "bin" / "python"
     sources = site_packages(args.venv)
@@ -173,7 +173,7 @@ def main() -> int:
             config.write_text(CONFIG[package.name])
         cells = []
         times = []
-        for mode in ("without", "with"):
+        for mode in args.modes:
             recording = args.work / f"{package.name}-inputs.json"
             if mode == "without":
                 recording.unlink(missing_ok=True)
@@ -187,7 +187,7 @@ def main() -> int:
             cells.append(f"{counts['ran']} / {counts['passed']} / {counts['failed']} / {counts['skipped']}")
             times.append(f"{elapsed:.1f} s")
             details.extend(f"  {mode}: FAILED {failure}" for failure in failures)
-        print(f"| {package.name} | {counts['functions']} | {cells[0]} | {cells[1]} | {' / '.join(times)} |")
+        print(f"| {package.name} | {counts['functions']} | {' | '.join(cells)} | {' / '.join(times)} |")
     print()
     print("\n".join(details))
     return 0
