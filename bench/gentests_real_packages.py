@@ -65,6 +65,14 @@ CONFIG = {
     "pytorch_revgrad": '[tool.autograd-lint]\nsurrogate-gradients = '
                        '{"pytorch_revgrad.functional.RevGrad" = "lambda input_, alpha_: -alpha_ * input_"}\n',
 }
+# With --declared: what the package's authors would declare besides (torchdiffeq
+# reroutes gradients on purpose: _StitchGradient sends out's gradient to x1,
+# _UncheckedAssign writes past the version counter and passes every gradient through).
+DECLARED = {
+    "torchdiffeq": '[tool.autograd-lint]\nsurrogate-gradients = {'
+                   '"torchdiffeq._impl.misc._StitchGradient" = "lambda x1, out: x1", '
+                   '"torchdiffeq._impl.rk_common._UncheckedAssign" = ""}\n',
+}
 TEST_TIMEOUT = 900
 
 
@@ -154,6 +162,8 @@ def main() -> int:
     parser.add_argument("--venv", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--only", nargs="*", default=None, help="package import names")
+    parser.add_argument("--declared", action="store_true",
+                        help="add the surrogate-gradient declarations of DECLARED to the configuration")
     parser.add_argument("--modes", nargs="+", choices=("without", "with"), default=["without", "with"],
                         help="run without and/or with a recording (default both)")
     args = parser.parse_args()
@@ -168,9 +178,10 @@ def main() -> int:
         if args.only and package.name not in args.only:
             continue
         config = None
-        if package.name in CONFIG:
+        declared = DECLARED.get(package.name) if args.declared else None
+        if package.name in CONFIG or declared:
             config = args.work / f"{package.name}.toml"
-            config.write_text(CONFIG[package.name])
+            config.write_text(declared or CONFIG[package.name])
         cells = []
         times = []
         for mode in args.modes:
