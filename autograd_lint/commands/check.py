@@ -30,7 +30,7 @@ from typing import Sequence
 
 from autograd_lint.baseline import BaselineError, Fingerprint, compare, read_baseline, relative_key, root_of, write_baseline
 from autograd_lint.config import KEYS, ConfigError, add_config_arguments, find_config, project_settings, selectors
-from autograd_lint.engine import check_analysis, check_source, selected_rules
+from autograd_lint.engine import check_analysis, check_source, module_needs, selected_rules
 from autograd_lint.model.discovery import iter_targets
 from autograd_lint.model.discovery import run as run_files
 from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name, read_source
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     if _reads_stdin(args):
         return _check_stdin(args, settings, baseline)
-    result = run_files(_paths(args), settings, check_analysis)
+    result = run_files(_paths(args), settings, check_analysis, module_needs(settings))
     fixes = None
     if args.fix or args.diff:
         # Imported here: the fix pass loads libcst.codemod, which a plain check does not need.

@@ -4,6 +4,7 @@ stdin, --show-fixes and --show-settings, each run as users run it (a subprocess)
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -207,7 +208,7 @@ def test_show_settings(project: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == f"Configuration: {project / 'pyproject.toml'}"
     assert 'extend-select = ["AGL030"]' in lines
-    assert any(line.startswith("Rules that run (30): AGL001, ") for line in lines)
+    assert any(re.match(r"Rules that run \(\d+\): AGL001, ", line) for line in lines)
     assert lines[-2:] == ["Files to check (1):", "  ops.py"]
     document = json.loads(check("--show-settings", "--output-format", "json", cwd=project).stdout)
     assert document["files"] == ["./ops.py"] and "AGL030" in document["rules"]
