@@ -1,0 +1,208 @@
+"""Accuracy of ``autograd-lint check`` on real repositories, judged by hand.
+
+Usage:
+  python bench/accuracy.py run [--tool PATH] [--out FILE] [--only NAME ...]
+  python bench/accuracy.py table RESULTS [--judgements CSV]
+  python bench/accuracy.py unjudged RESULTS [--judgements CSV]
+
+``run`` extracts every repository of bench/accuracy_repos.txt at its pinned
+commit into --realcode (default /work/realcode/<name>, from the bare git dirs
+the ``fetch`` tool leaves under --mirrors, default /work/.mirror), runs the
+given ``autograd-lint`` over each with every rule selected (off-by-default ones
+included) and no configuration file, writes all diagnostics to --out as JSON
+and prints per-rule counts.
+
+``table`` merges a results file with the judgements (bench/accuracy_judgements.csv:
+repo, path, line, code, verdict, note; verdict is ``true`` = worth acting on,
+``deliberate`` = true by the rule's wording but intended or harmless, ``false`` =
+the code is correct and the rule misread it) and prints the Markdown per-rule
+table of docs/accuracy.md, then what each false diagnostic taught. A judgement
+is keyed by (repo, path, line, code), so it survives re-runs of the same pins.
+
+``unjudged`` lists the diagnostics of a results file that have no judgement yet.
+Third-party code is only ever extracted outside this repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPOS_FILE = BENCH / "accuracy_repos.txt"
+JUDGEMENTS_FILE = BENCH / "accuracy_judgements.csv"
+VERDICTS = ("true", "deliberate", "false")
+
+
+@dataclass(frozen=True)
+class PinnedRepo:
+    name: str
+    slug: str
+    commit: str
+
+
+Key = tuple[str, str, int, str]
+
+
+def pinned_repos() -> list[PinnedRepo]:
+    repos = []
+    for line in REPOS_FILE.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, slug, commit = line.split()
+            repos.append(PinnedRepo(name, slug, commit))
+    return repos
+
+
+def installed_tree(repo: PinnedRepo) -> Path:
+    """An installed package (``installed:torch``, pinned by version) linted in place."""
+    package = repo.slug.removeprefix("installed:")
+    script = f"import {package}, os; print({package}.__version__); print(os.path.dirname({package}.__file__))"
+    version, location = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True
+    ).stdout.split()
+    if version.split("+")[0] != repo.commit:
+        sys.exit(f"{repo.name}: installed {package} is {version}, the bench pins {repo.commit}")
+    return Path(location)
+
+
+def extract(repo: PinnedRepo, mirrors: Path, realcode: Path) -> Path:
+    """The repository's tree at its pinned commit, extracted once."""
+    if repo.slug.startswith("installed:"):
+        return installed_tree(repo)
+    target = realcode / repo.name
+    stamp = target / ".accuracy-commit"
+    if stamp.exists() and stamp.read_text().strip() == repo.commit:
+        return target
+    git_dir = mirrors / repo.slug.replace("/", "+") / "repo"
+    if not git_dir.is_dir():
+        sys.exit(f"{git_dir}: no mirror; fetch github:{repo.slug} first")
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    archive = subprocess.run(
+        # Python sources only (.py): the mirrors may lack large binary blobs.
+        ["git", f"--git-dir={git_dir}", "archive", repo.commit, "--", ":(glob)**/*.py"],
+        check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    stamp.write_text(repo.commit + "\n")
+    return target
+
+
+def rule_codes(tool: Path) -> list[str]:
+    """Every rule code of the autograd-lint installed next to ``tool``."""
+    python = tool.parent / "python"
+    script = "from autograd_lint.rules import all_rules; print(','.join(r.code for r in all_rules()))"
+    return subprocess.run([str(python), "-c", script], check=True, capture_output=True, text=True).stdout.strip().split(",")
+
+
+def lint(tool: Path, tree: Path, codes: list[str]) -> dict:
+    command = [
+        str(tool), "check", "--isolated", "--select", "ALL", "--extend-select", ",".join(codes),
+        "--output-format", "json", "--exit-zero", ".",
+    ]
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{tree}: autograd-lint exited {done.returncode}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def run(args: argparse.Namespace) -> None:
+    tool = Path(args.tool).absolute()
+    codes = rule_codes(tool)
+    diagnostics, errors = [], []
+    for repo in pinned_repos():
+        if args.only and repo.name not in args.only:
+            continue
+        tree = extract(repo, args.mirrors, args.realcode)
+        report = lint(tool, tree, codes)
+        for diagnostic in report["diagnostics"]:
+            diagnostics.append({"repo": repo.name, **diagnostic, "path": diagnostic["path"].removeprefix("./")})
+        errors.extend({"repo": repo.name, **error} for error in report.get("errors", []))
+        print(f"{repo.name:28} {len(report['diagnostics']):4} diagnostics", file=sys.stderr)
+    Path(args.out).write_text(json.dumps({"tool": str(tool), "diagnostics": diagnostics, "errors": errors}, indent=1))
+    for code, count in sorted(Counter(d["code"] for d in diagnostics).items()):
+        print(f"{code} {count}")
+    print(f"total {len(diagnostics)}; files not checked: {len(errors)}")
+
+
+def key_of(row: dict) -> Key:
+    return (row["repo"], row["path"], int(row["line"]), row["code"])
+
+
+def judgements(path: Path) -> dict[Key, dict]:
+    if not path.exists():
+        return {}
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        if row["verdict"] not in VERDICTS:
+            sys.exit(f"{path}: {key_of(row)}: verdict {row['verdict']!r} is not one of {VERDICTS}")
+    return {key_of(row): row for row in rows}
+
+
+def results(path: str) -> list[dict]:
+    return json.loads(Path(path).read_text())["diagnostics"]
+
+
+def table(args: argparse.Namespace) -> None:
+    judged = judgements(args.judgements)
+    counts: dict[str, Counter] = defaultdict(Counter)
+    lessons: list[str] = []
+    for diagnostic in results(args.results):
+        row = judged.get(key_of(diagnostic))
+        verdict = row["verdict"] if row else "unjudged"
+        counts[diagnostic["code"]][verdict] += 1
+        if verdict == "false":
+            where = f"{diagnostic['repo']}/{diagnostic['path']}:{diagnostic['line']}"
+            lessons.append(f"- {diagnostic['code']} `{where}`: {row['note']}")
+    total: Counter = Counter()
+    print("| Rule | Diagnostics | True | Deliberate / harmless | False | Unjudged |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for code, count in sorted(counts.items()):
+        total.update(count)
+        print(f"| {code} | {sum(count.values())} | {count['true']} | {count['deliberate']} | {count['false']} | {count['unjudged']} |")
+    all_count = sum(total.values())
+    print(f"| **all** | **{all_count}** | **{total['true']}** | **{total['deliberate']}** | **{total['false']}** | **{total['unjudged']}** |")
+    if all_count:
+        print(f"\nWorth acting on: {total['true'] / all_count:.0%}; false: {total['false'] / all_count:.0%}.")
+    if lessons:
+        print("\nFalse diagnostics and what each taught:\n")
+        print("\n".join(lessons))
+
+
+def unjudged(args: argparse.Namespace) -> None:
+    judged = judgements(args.judgements)
+    for diagnostic in results(args.results):
+        if key_of(diagnostic) not in judged:
+            print(f"{diagnostic['repo']},{diagnostic['path']},{diagnostic['line']},{diagnostic['code']}  {diagnostic['message']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="extract the pinned repositories and lint them")
+    run_parser.add_argument("--tool", default=str(Path(sys.executable).parent / "autograd-lint"))
+    run_parser.add_argument("--out", default="accuracy-results.json")
+    run_parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    run_parser.add_argument("--realcode", type=Path, default=Path("/work/realcode"))
+    run_parser.add_argument("--only", nargs="*", default=[])
+    run_parser.set_defaults(handler=run)
+    for name, handler in (("table", table), ("unjudged", unjudged)):
+        sub = commands.add_parser(name)
+        sub.add_argument("results")
+        sub.add_argument("--judgements", type=Path, default=JUDGEMENTS_FILE)
+        sub.set_defaults(handler=handler)
+    args = parser.parse_args()
+    args.handler(args)
+
+
+if __name__ == "__main__":
+    main()
