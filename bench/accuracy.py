@@ -1,7 +1,7 @@
 """Accuracy of ``autograd-lint check`` on real repositories, judged by hand.
 
 Usage:
-  python bench/accuracy.py run [--tool PATH] [--out FILE] [--only NAME ...]
+  python bench/accuracy.py run [--tool PATH] [--out FILE] [--only NAME ...] [--count-functions]
   python bench/accuracy.py table RESULTS [--judgements CSV]
   python bench/accuracy.py unjudged RESULTS [--judgements CSV]
 
@@ -103,6 +103,14 @@ def rule_codes(tool: Path) -> list[str]:
     return subprocess.run([str(python), "-c", script], check=True, capture_output=True, text=True).stdout.strip().split(",")
 
 
+def count_functions(tool: Path, tree: Path) -> int:
+    """How many autograd.Functions the tool discovers in ``tree`` (its own discovery, no import of the code)."""
+    script = "import sys; from autograd_lint.model.discovery import discover_functions; print(len(discover_functions(sys.argv[1:])))"
+    # Not run inside the tree: a package directory (torch/) would shadow the standard library.
+    done = subprocess.run([str(tool.parent / "python"), "-c", script, str(tree)], check=True, capture_output=True, text=True)
+    return int(done.stdout)
+
+
 def lint(tool: Path, tree: Path, codes: list[str]) -> dict:
     command = [
         str(tool), "check", "--isolated", "--select", "ALL", "--extend-select", ",".join(codes),
@@ -118,6 +126,7 @@ def run(args: argparse.Namespace) -> None:
     tool = Path(args.tool).absolute()
     codes = rule_codes(tool)
     diagnostics, errors = [], []
+    functions: dict[str, int] = {}
     for repo in pinned_repos():
         if args.only and repo.name not in args.only:
             continue
@@ -126,11 +135,18 @@ def run(args: argparse.Namespace) -> None:
         for diagnostic in report["diagnostics"]:
             diagnostics.append({"repo": repo.name, **diagnostic, "path": diagnostic["path"].removeprefix("./")})
         errors.extend({"repo": repo.name, **error} for error in report.get("errors", []))
-        print(f"{repo.name:28} {len(report['diagnostics']):4} diagnostics", file=sys.stderr)
-    Path(args.out).write_text(json.dumps({"tool": str(tool), "diagnostics": diagnostics, "errors": errors}, indent=1))
+        line = f"{repo.name:28} {len(report['diagnostics']):4} diagnostics"
+        if args.count_functions:
+            functions[repo.name] = count_functions(tool, tree)
+            line += f" {functions[repo.name]:5} Functions"
+        print(line, file=sys.stderr)
+    document = {"tool": str(tool), "functions": functions, "diagnostics": diagnostics, "errors": errors}
+    Path(args.out).write_text(json.dumps(document, indent=1))
     for code, count in sorted(Counter(d["code"] for d in diagnostics).items()):
         print(f"{code} {count}")
     print(f"total {len(diagnostics)}; files not checked: {len(errors)}")
+    if functions:
+        print(f"Functions: {sum(functions.values())}")
 
 
 def key_of(row: dict) -> Key:
@@ -194,6 +210,7 @@ def main() -> None:
     run_parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     run_parser.add_argument("--realcode", type=Path, default=Path("/work/realcode"))
     run_parser.add_argument("--only", nargs="*", default=[])
+    run_parser.add_argument("--count-functions", action="store_true", help="also count the Functions of each tree")
     run_parser.set_defaults(handler=run)
     for name, handler in (("table", table), ("unjudged", unjudged)):
         sub = commands.add_parser(name)
