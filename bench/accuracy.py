@@ -4,6 +4,7 @@ Usage:
   python bench/accuracy.py run [--tool PATH] [--out FILE] [--only NAME ...] [--count-functions]
   python bench/accuracy.py table RESULTS [--judgements CSV]
   python bench/accuracy.py unjudged RESULTS [--judgements CSV]
+  python bench/accuracy.py repos RESULTS
 
 ``run`` extracts every repository of bench/accuracy_repos.txt at its pinned
 commit into --realcode (default /work/realcode/<name>, from the bare git dirs
@@ -13,13 +14,16 @@ included) and no configuration file, writes all diagnostics to --out as JSON
 and prints per-rule counts.
 
 ``table`` merges a results file with the judgements (bench/accuracy_judgements.csv:
-repo, path, line, code, verdict, note; verdict is ``true`` = worth acting on,
+repo, path, line, code, verdict, note, message_contains; verdict is ``true`` = worth acting on,
 ``deliberate`` = true by the rule's wording but intended or harmless, ``false`` =
 the code is correct and the rule misread it) and prints the Markdown per-rule
 table of docs/accuracy.md, then what each false diagnostic taught. A judgement
-is keyed by (repo, path, line, code), so it survives re-runs of the same pins.
+is keyed by (repo, path, line, code), so it survives re-runs of the same pins;
+where a new version of a rule reports the same place for another reason, a row
+whose ``message_contains`` matches the new message judges it instead.
 
-``unjudged`` lists the diagnostics of a results file that have no judgement yet.
+``unjudged`` lists the diagnostics of a results file that have no judgement yet;
+``repos`` prints the pinned repositories with their Function and diagnostic counts.
 Third-party code is only ever extracted outside this repository.
 """
 
@@ -153,15 +157,26 @@ def key_of(row: dict) -> Key:
     return (row["repo"], row["path"], int(row["line"]), row["code"])
 
 
-def judgements(path: Path) -> dict[Key, dict]:
+def judgements(path: Path) -> dict[Key, list[dict]]:
+    """Judgements by key; a row with ``message_contains`` applies only to messages holding that text."""
     if not path.exists():
         return {}
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
+    judged: dict[Key, list[dict]] = defaultdict(list)
     for row in rows:
         if row["verdict"] not in VERDICTS:
             sys.exit(f"{path}: {key_of(row)}: verdict {row['verdict']!r} is not one of {VERDICTS}")
-    return {key_of(row): row for row in rows}
+        judged[key_of(row)].append(row)
+    return judged
+
+
+def judgement(judged: dict[Key, list[dict]], diagnostic: dict) -> dict | None:
+    """The row judging ``diagnostic``: one whose ``message_contains`` matches first, else a general one."""
+    rows = judged.get(key_of(diagnostic), [])
+    specific = [row for row in rows if row.get("message_contains") and row["message_contains"] in diagnostic["message"]]
+    general = [row for row in rows if not row.get("message_contains")]
+    return (specific or general or [None])[0]
 
 
 def results(path: str) -> list[dict]:
@@ -173,7 +188,7 @@ def table(args: argparse.Namespace) -> None:
     counts: dict[str, Counter] = defaultdict(Counter)
     lessons: list[str] = []
     for diagnostic in results(args.results):
-        row = judged.get(key_of(diagnostic))
+        row = judgement(judged, diagnostic)
         verdict = row["verdict"] if row else "unjudged"
         counts[diagnostic["code"]][verdict] += 1
         if verdict == "false":
@@ -194,10 +209,20 @@ def table(args: argparse.Namespace) -> None:
         print("\n".join(lessons))
 
 
+def repos(args: argparse.Namespace) -> None:
+    document = json.loads(Path(args.results).read_text())
+    per_repo = Counter(d["repo"] for d in document["diagnostics"])
+    print("| Name | Repository | Commit | Functions | Diagnostics |")
+    print("| --- | --- | --- | ---: | ---: |")
+    for repo in pinned_repos():
+        functions = document.get("functions", {}).get(repo.name, "")
+        print(f"| {repo.name} | {repo.slug} | `{repo.commit[:12]}` | {functions} | {per_repo[repo.name]} |")
+
+
 def unjudged(args: argparse.Namespace) -> None:
     judged = judgements(args.judgements)
     for diagnostic in results(args.results):
-        if key_of(diagnostic) not in judged:
+        if judgement(judged, diagnostic) is None:
             print(f"{diagnostic['repo']},{diagnostic['path']},{diagnostic['line']},{diagnostic['code']}  {diagnostic['message']}")
 
 
@@ -212,7 +237,7 @@ def main() -> None:
     run_parser.add_argument("--only", nargs="*", default=[])
     run_parser.add_argument("--count-functions", action="store_true", help="also count the Functions of each tree")
     run_parser.set_defaults(handler=run)
-    for name, handler in (("table", table), ("unjudged", unjudged)):
+    for name, handler in (("table", table), ("unjudged", unjudged), ("repos", repos)):
         sub = commands.add_parser(name)
         sub.add_argument("results")
         sub.add_argument("--judgements", type=Path, default=JUDGEMENTS_FILE)
