@@ -3,8 +3,9 @@
 Usage:
   python bench/accuracy.py run [--tool PATH] [--out FILE] [--only NAME ...] [--count-functions]
   python bench/accuracy.py table RESULTS [--judgements CSV]
-  python bench/accuracy.py unjudged RESULTS [--judgements CSV]
+  python bench/accuracy.py unjudged RESULTS [--judgements CSV] [--before EARLIER_RESULTS]
   python bench/accuracy.py repos RESULTS
+  python bench/accuracy.py compare BEFORE AFTER
 
 ``run`` extracts every repository of bench/accuracy_repos.txt at its pinned
 commit into --realcode (default /work/realcode/<name>, from the bare git dirs
@@ -23,7 +24,8 @@ where a new version of a rule reports the same place for another reason, a row
 whose ``message_contains`` matches the new message judges it instead.
 
 ``unjudged`` lists the diagnostics of a results file that have no judgement yet;
-``repos`` prints the pinned repositories with their Function and diagnostic counts.
+``repos`` prints the pinned repositories with their Function and diagnostic counts;
+``compare`` prints the per-rule before/after table.
 Third-party code is only ever extracted outside this repository.
 """
 
@@ -183,17 +185,22 @@ def results(path: str) -> list[dict]:
     return json.loads(Path(path).read_text())["diagnostics"]
 
 
-def table(args: argparse.Namespace) -> None:
-    judged = judgements(args.judgements)
+def verdict_counts(path: str, judged: dict[Key, list[dict]]) -> tuple[dict[str, Counter], list[str]]:
+    """Per rule, how many diagnostics got each verdict; and one line per false diagnostic."""
     counts: dict[str, Counter] = defaultdict(Counter)
     lessons: list[str] = []
-    for diagnostic in results(args.results):
+    for diagnostic in results(path):
         row = judgement(judged, diagnostic)
         verdict = row["verdict"] if row else "unjudged"
         counts[diagnostic["code"]][verdict] += 1
-        if verdict == "false":
+        if row and verdict == "false":
             where = f"{diagnostic['repo']}/{diagnostic['path']}:{diagnostic['line']}"
             lessons.append(f"- {diagnostic['code']} `{where}`: {row['note']}")
+    return counts, lessons
+
+
+def table(args: argparse.Namespace) -> None:
+    counts, lessons = verdict_counts(args.results, judgements(args.judgements))
     total: Counter = Counter()
     print("| Rule | Diagnostics | True | Deliberate / harmless | False | Unjudged |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -209,6 +216,28 @@ def table(args: argparse.Namespace) -> None:
         print("\n".join(lessons))
 
 
+def compare(args: argparse.Namespace) -> None:
+    """Per rule, before and after side by side: diagnostics / true / deliberate / false."""
+    judged = judgements(args.judgements)
+    before, _ = verdict_counts(args.before, judged)
+    after, _ = verdict_counts(args.after, judged)
+
+    def cell(count: Counter) -> str:
+        return f"{sum(count.values())} / {count['true']} / {count['deliberate']} / {count['false']}"
+
+    print("| Rule | Before: all / true / deliberate / false | After: all / true / deliberate / false |")
+    print("| --- | --- | --- |")
+    for code in sorted(before.keys() | after.keys()):
+        print(f"| {code} | {cell(before.get(code, Counter()))} | {cell(after.get(code, Counter()))} |")
+    totals = [sum(side.values(), Counter()) for side in (before, after)]
+    print(f"| **all** | **{cell(totals[0])}** | **{cell(totals[1])}** |")
+    for name, total in zip(("before", "after"), totals):
+        all_count = sum(total.values())
+        if all_count:
+            print(f"\n{name}: worth acting on {total['true'] / all_count:.0%}, false {total['false'] / all_count:.0%}.", end="")
+    print()
+
+
 def repos(args: argparse.Namespace) -> None:
     document = json.loads(Path(args.results).read_text())
     per_repo = Counter(d["repo"] for d in document["diagnostics"])
@@ -221,9 +250,15 @@ def repos(args: argparse.Namespace) -> None:
 
 def unjudged(args: argparse.Namespace) -> None:
     judged = judgements(args.judgements)
+    earlier = {key_of(d): d["message"] for d in results(args.before)} if args.before else {}
     for diagnostic in results(args.results):
-        if judgement(judged, diagnostic) is None:
-            print(f"{diagnostic['repo']},{diagnostic['path']},{diagnostic['line']},{diagnostic['code']}  {diagnostic['message']}")
+        row = judgement(judged, diagnostic)
+        key = key_of(diagnostic)
+        # A general judgement was made on the earlier message; a new reason needs a new look.
+        changed = row is not None and not row.get("message_contains") and key in earlier and earlier[key] != diagnostic["message"]
+        if row is None or changed:
+            mark = "  [message changed; judged " + row["verdict"] + "]" if changed and row else ""
+            print(f"{diagnostic['repo']},{diagnostic['path']},{diagnostic['line']},{diagnostic['code']}  {diagnostic['message']}{mark}")
 
 
 def main() -> None:
@@ -242,6 +277,13 @@ def main() -> None:
         sub.add_argument("results")
         sub.add_argument("--judgements", type=Path, default=JUDGEMENTS_FILE)
         sub.set_defaults(handler=handler)
+        if name == "unjudged":
+            sub.add_argument("--before", help="earlier results: also list judged places whose message changed")
+    compare_parser = commands.add_parser("compare", help="per-rule before/after table")
+    compare_parser.add_argument("before")
+    compare_parser.add_argument("after")
+    compare_parser.add_argument("--judgements", type=Path, default=JUDGEMENTS_FILE)
+    compare_parser.set_defaults(handler=compare)
     args = parser.parse_args()
     args.handler(args)
 
