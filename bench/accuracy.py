@@ -106,14 +106,16 @@ def rule_codes(tool: Path) -> list[str]:
     """Every rule code of the autograd-lint installed next to ``tool``."""
     python = tool.parent / "python"
     script = "from autograd_lint.rules import all_rules; print(','.join(r.code for r in all_rules()))"
-    return subprocess.run([str(python), "-c", script], check=True, capture_output=True, text=True).stdout.strip().split(",")
+    # -P: the working directory must not shadow the tool's own autograd_lint.
+    return subprocess.run([str(python), "-P", "-c", script], check=True, capture_output=True, text=True).stdout.strip().split(",")
 
 
 def count_functions(tool: Path, tree: Path) -> int:
     """How many autograd.Functions the tool discovers in ``tree`` (its own discovery, no import of the code)."""
     script = "import sys; from autograd_lint.model.discovery import discover_functions; print(len(discover_functions(sys.argv[1:])))"
-    # Not run inside the tree: a package directory (torch/) would shadow the standard library.
-    done = subprocess.run([str(tool.parent / "python"), "-c", script, str(tree)], check=True, capture_output=True, text=True)
+    # -P: neither the working directory nor the tree may shadow the tool's package or the standard library.
+    command = [str(tool.parent / "python"), "-P", "-c", script, str(tree)]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
     return int(done.stdout)
 
 
