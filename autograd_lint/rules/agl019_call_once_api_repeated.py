@@ -26,7 +26,7 @@ def _lost(model: MethodModel, calls: list[cst.Call], api: str, code: Callable[[c
             text = code(arg.value)
             if text in kept or text in lost:
                 continue
-            if api == "mark_non_differentiable" and model.kind(arg.value) is Kind.INDEX_TENSOR:
+            if api in ("mark_non_differentiable", "mark_dirty") and model.kind(arg.value) is Kind.INDEX_TENSOR:
                 continue
             lost.append(text)
     return lost
