@@ -433,7 +433,7 @@ class OnceDifferentiable(Rule):
 
     code = "AGL009"
     title = "backward is not correctly double-differentiable but lacks `@once_differentiable`"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     fix = FixSafety.UNSAFE  # add @once_differentiable: double backward then raises instead
     fixer = _Fix
     why = (
