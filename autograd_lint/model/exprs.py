@@ -354,6 +354,8 @@ class Classifier:
         if not isinstance(func, cst.Attribute):
             return Kind.UNKNOWN
         qualified = self.imports.resolve(name) if name else None
+        if qualified in _INDEX_TENSOR_TYPES:
+            return Kind.INDEX_TENSOR  # torch.cuda.IntTensor(...), torch.LongTensor(...)
         if qualified is not None and (qualified == "torch" or qualified.startswith("torch.")):
             kind = self._torch_call(qualified)
             if kind is Kind.TENSOR and (
