@@ -43,8 +43,8 @@ BUGGY = textwrap.dedent(
     """
 ).lstrip()
 MESSAGE = (
-    "Mul.backward returns 1 gradient, but forward takes 2 inputs: backward raises "
-    "`returned an incorrect number of gradients (expected 2, got 1)`"
+    "Mul.backward returns 1 gradient, but forward takes 2 inputs: "
+    "backward raises `returned an incorrect number of gradients (expected 2, got 1)`"
 )
 
 
