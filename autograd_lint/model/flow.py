@@ -25,7 +25,6 @@ NEVER = -(10**9)  # the count on a path that does not exist
 Counter = Callable[[cst.CSTNode], int]
 
 
-
 class _Count(cst.CSTVisitor):
     def __init__(self, counter: Counter) -> None:
         self.counter = counter
