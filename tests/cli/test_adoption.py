@@ -49,6 +49,11 @@ SOURCE = textwrap.dedent(
             return [grad * 2]
     """
 ).lstrip()
+EXTRA = (
+    "\n\nclass Extra(torch.autograd.Function):\n"
+    "    @staticmethod\n    def forward(ctx, x):\n        return x * 3\n\n"
+    "    @staticmethod\n    def backward(ctx, grad):\n        return [grad * 3]\n"
+)
 # 1-based lines of the findings in SOURCE.
 AGL001_LINE, FIRST_AGL016_LINE = 13, 23
 
@@ -236,9 +241,9 @@ def test_options_that_do_not_go_together(project: Path, args: list[str]) -> None
 def test_add_noqa_after_a_baseline_comments_only_new_findings(project: Path) -> None:
     assert check("--write-baseline", "baseline.json", "ops.py", cwd=project).returncode == 0
     path = project / "ops.py"
-    path.write_text(SOURCE.replace("return x * 2\n", "x.mul_(2)\n        return x\n", 1))
+    path.write_text(SOURCE + EXTRA)  # a new Function that returns a list (AGL016)
     result = check("--baseline", "baseline.json", "--add-noqa", "ops.py", cwd=project)
     assert result.returncode == 0 and "Added noqa comments to 1 line." in result.stderr
     assert [line for line in path.read_text().splitlines() if "noqa" in line] == [
-        "        x.mul_(2)  # noqa: AGL008"
+        "        return [grad * 3]  # noqa: AGL016",
     ]

@@ -38,6 +38,14 @@ FUNCTIONS = textwrap.dedent(
 ).lstrip()
 
 
+# A Function added later, with a bug of its own (AGL016).
+NEW_FUNCTION = (
+    "\n\nclass Extra(torch.autograd.Function):\n"
+    "    @staticmethod\n    def forward(ctx, x):\n        return x * 3\n\n"
+    "    @staticmethod\n    def backward(ctx, grad):\n        return [grad * 3]\n"
+)
+
+
 def check(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "autograd_lint", "check", *args],
@@ -81,14 +89,13 @@ def test_baseline_survives_shifted_lines_and_reports_new_bugs(tmp_path: Path) ->
     assert "All checks passed" in quiet.stdout and quiet.stderr == ""
 
     # A new bug, and a second copy of a baselined one in the same scope, are reported.
-    paths[7].write_text(
-        paths[7].read_text().replace("return x * 2\n", "x.mul_(2)\n        return x\n")
-    )
+    paths[7].write_text(paths[7].read_text() + NEW_FUNCTION)
     paths[9].write_text(paths[9].read_text().replace("return [grad * 2]", "if grad is None:\n            return [grad * 2]\n        return [grad * 2]"))
     loud = check("src", "--baseline", "autograd-lint-baseline.json", cwd=tmp_path)
     assert loud.returncode == 1
     reported = [line.split(": ")[0].rsplit(":", 2)[0] + " " + line.split()[1] for line in loud.stdout.splitlines()[:-1]]
-    assert reported == [f"{Path('src/pkg1/ops7.py')} AGL008", f"{Path('src/pkg3/ops9.py')} AGL016"], loud.stdout
+    assert reported == [f"{Path('src/pkg1/ops7.py')} AGL016", f"{Path('src/pkg3/ops9.py')} AGL016"], loud.stdout
+    assert "Extra.backward returns a list" in loud.stdout
 
 
 def test_stale_entries_are_named_and_do_not_fail(tmp_path: Path) -> None:
