@@ -64,7 +64,7 @@ def noqa_codes(line: str) -> frozenset[str] | None:
 
 def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool = True) -> list[Diagnostic]:
     """Every finding of the selected rules in one analysed file, sorted by position."""
-    if not analysis.functions:
+    if not analysis.functions and analysis.custom_ops is None:
         return []  # most analysed files: no rule needs selecting
     rules = selected_rules(settings, analysis.source.path)
     if not rules:
