@@ -170,6 +170,8 @@ class RunCustomOps:
 
     ops: tuple[CustomOpSpec, ...] = ()
     registrations: tuple[Registration, ...] = ()
+    # Some file registers on an op it names in a way that can't be followed.
+    has_unresolved_registration: bool = False
 
 
 @dataclass
@@ -190,6 +192,8 @@ class CustomOpModule:
     # True once the other files of the run are known, so that a registration absent
     # from every file of the run can be called absent (never under flake8).
     whole_run: bool = False
+    # (kind, target) of every registration in the run, this file's included (with ``whole_run``).
+    run_targets: frozenset[tuple[str, str]] = frozenset()
     unit: ParsedUnit | None = field(default=None, compare=False, repr=False)
 
     def registrations_here(self) -> Iterator[tuple[CustomOpSpec, Registration]]:
@@ -232,6 +236,8 @@ def extract_custom_ops(
         else:
             result.foreign.append(registration)
     if run is not None:
+        result.has_unresolved_registration |= run.has_unresolved_registration
+        result.run_targets = frozenset((r.kind, r.target) for r in (*run.registrations, *finder.registrations))
         for registration in run.registrations:
             op = by_key.get(registration.target)
             if op is not None and registration.path != unit.path:

@@ -256,6 +256,7 @@ def _link_custom_ops(results: dict[str, FileResult[T]], targets: Mapping[str, bo
             if module
             for registration in [r for op in module.ops for r in op.registrations] + module.foreign
         ),
+        has_unresolved_registration=any(module.has_unresolved_registration for module in modules if module),
     )
     last = _Round(state.known, state.settings, state.job, run_ops=run_ops)
     for result in _run_round([(path, targets[path], True) for path in holders], last):

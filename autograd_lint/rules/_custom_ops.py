@@ -198,6 +198,17 @@ def gradient_counts(function: OpFunction) -> set[int] | None:
     return counts
 
 
+def tensor_parameters(function: OpFunction, op: CustomOpSpec) -> set[str]:
+    """The names ``function`` (a fake kernel, a kernel) gives the op's Tensor parameters, matched by position."""
+    node = function.node
+    if not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        return set()
+    names = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+    return {
+        name for name, param in zip(names, op.positional) if is_tensor_like_annotation(param.annotation)
+    }
+
+
 def param_names(params: tuple[Param, ...]) -> str:
     return ", ".join(p.name for p in params)
 
@@ -213,6 +224,8 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     if isinstance(node, cst.FunctionDef):
         for statement in node.body.body if isinstance(node.body, cst.IndentedBlock) else (node.body,):
             traverse.visit(statement, _Calls())
+    elif isinstance(node, cst.Lambda):
+        traverse.visit(node.body, _Calls())
     else:
         traverse.visit(node, _Calls())
     return found
