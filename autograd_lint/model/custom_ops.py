@@ -519,7 +519,8 @@ class _Finder:
                 handed = _argument(call, 1, "func")
             else:
                 handed = _argument(call, 2, "func")
-            function = self._op_function(decorated) if decorated is not None else self._handed(handed)
+            role = "backward" if kind == "autograd" else None
+            function = self._op_function(decorated) if decorated is not None else self._handed(handed, role)
             unknown = decorated is None and handed is not None and function is None
             return self._register(kind, key, call, function, call, unknown)
         if isinstance(func, cst.Attribute) and func.attr.value in OP_METHODS and self._is_op_reference(func.value):
@@ -533,7 +534,8 @@ class _Finder:
                 handed = _argument(call, 0, "fn")
             else:
                 handed = _argument(call, 1, "fn")
-            function = self._op_function(decorated) if decorated is not None else self._handed(handed)
+            role = "backward" if kind == "autograd" else None
+            function = self._op_function(decorated) if decorated is not None else self._handed(handed, role)
             unknown = decorated is None and handed is not None and function is None
             return self._register(kind, key, call, function, call, unknown)
         # `op.register_kernel("cpu")(fn)` and `torch.library.register_fake("ns::x")(fn)`.
@@ -545,14 +547,26 @@ class _Finder:
             return inner
         return None
 
-    def _handed(self, node: cst.BaseExpression | None) -> OpFunction | None:
+    def _handed(self, node: cst.BaseExpression | None, role: str | None = None) -> OpFunction | None:
+        """The function ``node`` names; ``role`` is the method of a Function it plays (``backward``)."""
         if isinstance(node, cst.Lambda):
-            return OpFunction("<lambda>", self.unit.position(node), None, node)
+            method = MethodBuilder(self._lambda_def(node), self.unit, self.imports, self._owner, role).build()
+            return OpFunction("<lambda>", self.unit.position(node), method, node)
         definition = self._def_named(node)
-        return self._op_function(definition) if definition is not None else None
+        return self._op_function(definition, role) if definition is not None else None
 
-    def _op_function(self, node: cst.FunctionDef) -> OpFunction:
-        method = MethodBuilder(node, self.unit, self.imports, self._owner).build()
+    def _lambda_def(self, node: cst.Lambda) -> cst.FunctionDef:
+        """``lambda a, b: e`` as ``def <lambda>(a, b): return e``, so that the method builder
+        describes it; the new nodes take the lambda's position, ``e`` keeps its own."""
+        returned = cst.Return(node.body)
+        line = cst.SimpleStatementLine([returned])
+        name = cst.Name("_")
+        definition = cst.FunctionDef(name, node.params, cst.IndentedBlock([line]))
+        self.unit.add_positions(node, (returned, line, name, definition))
+        return definition
+
+    def _op_function(self, node: cst.FunctionDef, role: str | None = None) -> OpFunction:
+        method = MethodBuilder(node, self.unit, self.imports, self._owner, role).build()
         return OpFunction(node.name.value, method.position, method, node)
 
     def _register(
@@ -570,7 +584,7 @@ class _Finder:
             if kind == "autograd":
                 setup = _keyword(call, "setup_context")
                 if setup is not None and not (isinstance(setup.value, cst.Name) and setup.value.value == "None"):
-                    registration.setup_context = self._handed(setup.value)
+                    registration.setup_context = self._handed(setup.value, "setup_context")
                     registration.setup_context_unknown = registration.setup_context is None
         self.registrations.append(registration)
         return registration

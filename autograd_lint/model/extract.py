@@ -85,6 +85,13 @@ class ParsedUnit:
         start = self._positions[node].start
         return Position(start.line + self.line_offset, start.column + self.column_offset)
 
+    def add_positions(self, original: cst.CSTNode, made: Sequence[cst.CSTNode]) -> None:
+        """Give nodes built from ``original`` (not parsed from the file) its position."""
+        positions = dict(self._positions)
+        for node in made:
+            positions[node] = positions[original]
+        self._positions = positions
+
     def end_line(self, node: cst.CSTNode) -> int:
         return self._positions[node].end.line + self.line_offset
 
@@ -383,9 +390,17 @@ class MethodBuilder:
     """Describes one method of a Function class as a :class:`MethodSpec`."""
 
     def __init__(
-        self, node: cst.FunctionDef, unit: ParsedUnit, imports: ImportMap, owner: FunctionSpec
+        self,
+        node: cst.FunctionDef,
+        unit: ParsedUnit,
+        imports: ImportMap,
+        owner: FunctionSpec,
+        role: str | None = None,
     ) -> None:
+        """``role`` is the method PyTorch calls the function as, when its name doesn't say
+        (a custom op's registered backward: ``role="backward"``)."""
         self.node = node
+        self.role = role or node.name.value
         self.unit = unit
         self.imports = imports
         self.owner = owner
@@ -481,7 +496,7 @@ class MethodBuilder:
             return declared
         if param.default is not None and param.default.kind is Kind.NON_TENSOR:
             return Kind.NON_TENSOR
-        if self.node.name.value == "backward" or self.node.name.value == "vjp":
+        if self.role == "backward" or self.role == "vjp":
             return Kind.TENSOR  # grad outputs are tensors (or None, handled by AGL012)
         if param.name in self.tensor_evidence:
             return Kind.TENSOR
@@ -502,7 +517,7 @@ class MethodBuilder:
         self.param_kinds = dict(kinds)
         # forward's first parameter is an input, not ctx, in split style (which is
         # decided by the class, not here).
-        if self.node.name.value == "forward" and self.ctx is not None:
+        if self.role == "forward" and self.ctx is not None:
             first = next(p for p in self.params if p.name == self.ctx)
             self.param_kinds[first.name] = self._param_kind(first)
         # Locals: two passes so that a name can use one assigned before it.
