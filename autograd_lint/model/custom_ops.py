@@ -28,7 +28,7 @@ describes a Function's methods, so the rules about ``ctx`` read both alike.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Sequence
 
 import libcst as cst
@@ -247,6 +247,36 @@ def extract_custom_ops(
             if registration.target in elsewhere:
                 result.linked.append((elsewhere[registration.target], registration))
     return result
+
+
+def hidden_function(op: CustomOpSpec, registration: Registration | None = None) -> FunctionSpec | None:
+    """The ``autograd.Function`` PyTorch builds for ``op`` (``torch/_library/autograd.py``), as a
+    split-style FunctionSpec: the op's function as forward, the registered setup_context and
+    backward (none without ``registration``).  None when the op's ``def`` is not at hand."""
+    if op.body is None:
+        return None
+    where = registration.position if registration else op.position
+    path = registration.path if registration else op.path
+    qualname = f"<register_autograd {op.display}>"
+    spec = FunctionSpec(
+        name=f"register_autograd({op.display})",
+        qualname=qualname,
+        module=op.module,
+        path=path,
+        position=where,
+        last_line=where.line,
+        bases=("torch.autograd.Function",),
+    )
+    spec.methods["forward"] = replace(op.body, name="forward", defined_in=qualname)
+    setup = registration.setup_context.method if registration and registration.setup_context else None
+    if setup is None:
+        params = tuple(Param(n, ParamKind.POSITIONAL) for n in ("ctx", "inputs", "output"))
+        setup = MethodSpec("setup_context", params, (), where, where.line, where.line, qualname, path)
+    spec.methods["setup_context"] = replace(setup, name="setup_context", defined_in=qualname)
+    backward = registration.function.method if registration and registration.function else None
+    if backward is not None:
+        spec.methods["backward"] = replace(backward, name="backward", defined_in=qualname)
+    return spec
 
 
 def _string(node: cst.BaseExpression | None) -> str | None:

@@ -7,9 +7,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model.custom_ops import CustomOpSpec, Registration
+from autograd_lint.model.custom_ops import CustomOpSpec, Registration, hidden_function
 from autograd_lint.model.extract import ParsedUnit
-from autograd_lint.model.spec import FunctionSpec, MethodSpec, Param, ParamKind
 from autograd_lint.rules._custom_ops import calls_in, is_non_tensor_annotation, registrations
 from autograd_lint.rules.agl003_ctx_tensor_attribute import CtxTensorAttribute
 from autograd_lint.rules.agl004_non_tensor_ctx_api_argument import NonTensorCtxApiArgument
@@ -19,33 +18,6 @@ from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Sev
 
 # The Function rules that hold for the hidden Function PyTorch builds per op.
 _CARRIED = (CtxTensorAttribute, NonTensorCtxApiArgument, GradientForNonTensor, ContainerReturn)
-
-
-def hidden_function(op: CustomOpSpec, registration: Registration) -> FunctionSpec | None:
-    """The ``autograd.Function`` PyTorch builds for ``op`` (``torch/_library/autograd.py``), as a
-    split-style FunctionSpec: the op as forward, the registered setup_context and backward."""
-    backward = registration.function.method if registration.function else None
-    if op.body is None or backward is None:
-        return None
-    qualname = f"<register_autograd {op.display}>"
-    spec = FunctionSpec(
-        name=f"register_autograd({op.display})",
-        qualname=qualname,
-        module=op.module,
-        path=registration.path,
-        position=registration.position,
-        last_line=registration.position.line,
-        bases=("torch.autograd.Function",),
-    )
-    spec.methods["forward"] = replace(op.body, name="forward", defined_in=qualname)
-    setup = registration.setup_context.method if registration.setup_context else None
-    if setup is None:
-        params = tuple(Param(n, ParamKind.POSITIONAL) for n in ("ctx", "inputs", "output"))
-        setup = MethodSpec("setup_context", params, (), registration.position, registration.position.line,
-                           registration.position.line, qualname, registration.path)
-    spec.methods["setup_context"] = replace(setup, name="setup_context", defined_in=qualname)
-    spec.methods["backward"] = replace(backward, name="backward", defined_in=qualname)
-    return spec
 
 
 class AutogradFunctionRulesForOps(Rule):
@@ -70,7 +42,7 @@ class AutogradFunctionRulesForOps(Rule):
         unit = analysis.custom_ops.unit if analysis.custom_ops else None
         for op, registration in registrations(analysis, "autograd"):
             spec = hidden_function(op, registration)
-            if spec is None or unit is None:
+            if spec is None or spec.method("backward") is None or unit is None:
                 continue
             view = replace(analysis, units={**analysis.units, spec.qualname: unit}, functions=[spec])
             context = FunctionContext(spec, view, settings)
