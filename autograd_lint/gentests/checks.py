@@ -21,6 +21,7 @@ class Check(enum.Enum):
     VMAP = "vmap"
     UNDEFINED_GRAD = "undefined_grad"
     NON_TENSOR_GRADS = "non_tensor_grads_are_none"
+    COMPILE_PARITY = "compile_parity"
 
     @property
     def harness_function(self) -> str:
@@ -35,6 +36,7 @@ _HARNESS_FUNCTIONS = {
     Check.VMAP: "check_vmap",
     Check.UNDEFINED_GRAD: "check_undefined_grad",
     Check.NON_TENSOR_GRADS: "check_non_tensor_grads_are_none",
+    Check.COMPILE_PARITY: "check_compile_parity",
 }
 
 
@@ -47,8 +49,10 @@ def disables_grad_materialisation(spec: FunctionSpec) -> bool:
     )
 
 
-def checks_for(spec: FunctionSpec, inputs: FunctionInputs) -> tuple[Check, ...]:
-    """The checks of ``spec``, in a fixed order; () when it has no backward."""
+def checks_for(spec: FunctionSpec, inputs: FunctionInputs, compile_parity: bool = False) -> tuple[Check, ...]:
+    """The checks of ``spec``, in a fixed order; () when it has no backward.
+
+    ``compile_parity`` (``gen-tests --compile-parity``) adds eager vs compiled outputs and gradients."""
     backward = spec.backward_method
     if backward is None:
         return ()
@@ -62,4 +66,6 @@ def checks_for(spec: FunctionSpec, inputs: FunctionInputs) -> tuple[Check, ...]:
         checks.append(Check.UNDEFINED_GRAD)
     if any(case.has_non_tensor for case in inputs.cases):
         checks.append(Check.NON_TENSOR_GRADS)
+    if compile_parity:
+        checks.append(Check.COMPILE_PARITY)
     return tuple(checks)

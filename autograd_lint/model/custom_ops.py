@@ -131,6 +131,8 @@ class CustomOpSpec:
     tags: tuple[str, ...]
     body: MethodSpec | None  # the implementation, when its ``def`` is in the file
     registrations: list[Registration] = field(default_factory=list)
+    # Bound at module level, so that ``module.python_name`` imports it.
+    top_level: bool = True
 
     @property
     def qualified_name(self) -> str:
@@ -524,6 +526,7 @@ class _Finder:
             has_schema=_keyword(call, "schema") is not None,
             tags=tags,
             body=body,
+            top_level=len(self.scopes) == 1,
         )
         if factory == "triton_op" and mutates is None:
             op.mutates_args = None
