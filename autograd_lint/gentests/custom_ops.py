@@ -72,7 +72,7 @@ def _with_non_defaults(case: InputCase, op: CustomOpSpec) -> InputCase | None:
 
 def plan_op(op: CustomOpSpec, compile_parity: bool) -> OpPlan:
     spec = hidden_function(op)
-    has_fake = bool(op.registered("fake"))
+    has_fake = bool(op.registered("fake")) or op.has_generated_fake
     has_autograd = bool(op.registered("autograd"))
     if spec is None:
         inputs = FunctionInputs(Origin.NONE, (), "the op's function is not in the analysed files")

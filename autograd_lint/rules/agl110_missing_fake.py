@@ -13,7 +13,8 @@ class MissingFake(Rule):
     (``@op.register_fake``, ``torch.library.register_fake("ns::name")``,
     ``impl_abstract``).  Only ``autograd-lint check`` decides this, once every file is
     read; under flake8 (one file at a time) the rule is silent.  It is also silent when
-    some registration's op can't be named statically, and for ``triton_op`` (traced through)."""
+    some registration's op can't be named statically, for ``triton_op`` (traced through),
+    and for an op that mutates arguments and returns ``None`` (PyTorch generates its fake)."""
 
     code = "AGL110"
     title = "custom op has no register_fake"
@@ -31,7 +32,7 @@ class MissingFake(Rule):
             return
         fakes = {target for kind, target in module.run_targets if kind == "fake"}
         for op in module.ops:
-            if op.factory != "custom_op" or op.registered("fake"):
+            if op.factory != "custom_op" or op.registered("fake") or op.has_generated_fake:
                 continue
             # A re-export (`from pkg import op`) names the op by another module path.
             if any(t in op.keys or t.rsplit(".", 1)[-1] == op.python_name for t in fakes):
@@ -80,8 +81,6 @@ class MissingFake(Rule):
             @torch.library.custom_op("demo::sin_out", mutates_args=("out",))
             def sin_out(x: Tensor, out: Tensor) -> None:
                 out.copy_(x.sin())
-
-            torch.library.register_fake("demo::sin_out", lambda x, out: None)
             """
         ),
     ]
@@ -105,15 +104,15 @@ class MissingFake(Rule):
             import torch
             from torch import Tensor
 
-            @torch.library.custom_op("demo::sin_out", mutates_args=("out",))
-            def sin_out(x: Tensor, out: Tensor) -> None:
-                out.copy_(x.sin())
+            @torch.library.custom_op("demo::sin", mutates_args=())
+            def sin(x: Tensor) -> Tensor:
+                return x.sin()
 
-            @torch.library.register_fake("demo::cos_out")
-            def _(x, out):
-                return None
+            @torch.library.register_fake("demo::cos")
+            def _(x):
+                return torch.empty_like(x)
             """,
-            message="demo::sin_out",
+            message="demo::sin",
         ),
         Invalid(
             """

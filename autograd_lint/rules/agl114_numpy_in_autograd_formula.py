@@ -7,13 +7,14 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.model.exprs import dotted_name
-from autograd_lint.rules._custom_ops import calls_in, registrations
+from autograd_lint.rules._custom_ops import calls_in, gradient_names, registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
 
 class NumpyInAutogradFormula(Rule):
-    """Reports a call of a ``numpy`` function or of ``.numpy()`` in a ``backward`` or
-    ``setup_context`` handed to ``register_autograd``.  (``.item()`` is not reported:
+    """Reports a call of ``.numpy()`` in a ``backward`` or ``setup_context`` handed to
+    ``register_autograd``, and a ``numpy`` function called on a backward's gradient
+    argument (NumPy on Python numbers, such as shapes, is fine).  (``.item()`` is not reported:
     measured on torch 2.13 it compiled and was right in a backward, and in a
     ``setup_context`` it failed for float32 but not float64.)"""
 
@@ -32,13 +33,18 @@ class NumpyInAutogradFormula(Rule):
             for role, function in (("backward", registration.function), ("setup_context", registration.setup_context)):
                 if function is None or function.node is None:
                     continue
+                gradients = gradient_names(function) if role == "backward" else frozenset()
                 for call in calls_in(function.node):
                     name = dotted_name(call.func)
                     qualified = analysis.imports.resolve(name) if name else None
                     if isinstance(call.func, cst.Attribute) and call.func.attr.value == "numpy" and not call.args:
                         what = "`.numpy()`"
-                    elif qualified is not None and (qualified == "numpy" or qualified.startswith("numpy.")):
-                        what = f"`{name}()`"
+                    elif (
+                        qualified is not None
+                        and (qualified == "numpy" or qualified.startswith("numpy."))
+                        and any(isinstance(a.value, cst.Name) and a.value.value in gradients for a in call.args)
+                    ):
+                        what = f"`{name}()` on a gradient"
                     else:
                         continue
                     yield Report(
@@ -86,19 +92,27 @@ class NumpyInAutogradFormula(Rule):
             npsin.register_autograd(backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0]))
             """
         ),
+        # NumPy on Python numbers (shapes) traces fine: PyTorch's own custom_op_db does it.
         Valid(
             """
+            import numpy as np
             import torch
             from torch import Tensor
 
-            @torch.library.custom_op("demo::mul", mutates_args=())
-            def mul(x: Tensor, y: float) -> Tensor:
-                return x * y
+            @torch.library.custom_op("demo::cat", mutates_args=())
+            def cat(xs: list[Tensor], dim: int) -> Tensor:
+                return torch.cat(xs, dim)
 
             def setup_context(ctx, inputs, output):
-                ctx.y = inputs[1]
+                xs, dim = inputs
+                ctx.sizes = [x.shape[dim] for x in xs]
+                ctx.dim = dim
 
-            mul.register_autograd(lambda ctx, g: (g * ctx.y, None), setup_context=setup_context)
+            def backward(ctx, grad):
+                splits = list(np.cumsum(ctx.sizes)[:-1])
+                return list(torch.tensor_split(grad, splits, ctx.dim)), None
+
+            cat.register_autograd(backward, setup_context=setup_context)
             """
         ),
     ]
@@ -152,13 +166,12 @@ class NumpyInAutogradFormula(Rule):
 
             def backward(ctx, g):
                 (x,) = ctx.saved_tensors
-                mask = numpy.abs(x.detach().cpu()) <= 1
-                return g * torch.as_tensor(mask)
+                return torch.as_tensor(numpy.where(numpy.abs(x.detach().cpu().numpy()) <= 1, numpy.asarray(g), 0))
 
             torch.library.register_autograd(
                 "demo::clip", backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0])
             )
             """,
-            message="`numpy.abs()`",
+            message="`.numpy()`",
         ),
     ]
