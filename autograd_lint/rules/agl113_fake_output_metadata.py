@@ -6,8 +6,10 @@ from typing import Iterator
 
 import libcst as cst
 
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import dotted_name
 from autograd_lint.model.flow import bound_names, return_statements
-from autograd_lint.rules._custom_ops import registrations
+from autograd_lint.rules._custom_ops import calls_in, registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
 # Factories whose result takes the default dtype and device unless told otherwise.
@@ -16,8 +18,10 @@ _FACTORIES = frozenset("empty zeros ones full rand randn".split())
 
 class FakeOutputMetadata(Rule):
     """Reports, in a fake kernel, ``return x`` of a parameter, and a ``torch.empty(...)`` /
-    ``zeros`` / ``ones`` / ``full`` / ``rand`` / ``randn`` call with neither ``dtype=`` nor
-    ``device=`` (the output is then float32 on the CPU whatever the inputs are).
+    ``zeros`` / ``ones`` / ``full`` / ``rand`` / ``randn`` call whose shape comes from a
+    parameter (``x.shape``, ``x.size(0)``) but which has neither ``dtype=`` nor ``device=``
+    (the output is then float32 on the CPU whatever the inputs are).  A constant shape
+    (``torch.empty(0)``, a placeholder a C++ kernel may return as well) is not reported.
     ``torch.empty_like(x)`` and ``x.new_empty(shape)`` keep the input's dtype and device."""
 
     code = "AGL113"
@@ -38,6 +42,7 @@ class FakeOutputMetadata(Rule):
                 continue
             node = fake.node
             params = {p.name.value for p in node.params.params} - bound_names(node)
+            all_params = {p.name.value for p in (*node.params.params, *node.params.kwonly_params)}
             for ret in return_statements(node):
                 if isinstance(ret.value, cst.Name) and ret.value.value in params:
                     yield Report(
@@ -46,8 +51,8 @@ class FakeOutputMetadata(Rule):
                         "op's outputs may not alias inputs: opcheck test_faketensor fails; return "
                         f"torch.empty_like({ret.value.value})",
                     )
-            for call in _factory_calls(node, analysis.imports):
-                name = analysis.imports.resolve(_dotted(call.func) or "") or ""
+            for call in _factory_calls(node, analysis.imports, all_params):
+                name = analysis.imports.resolve(dotted_name(call.func) or "") or ""
                 yield Report(
                     unit.position(call),
                     f"fake kernel `{fake.name}` of {op.display} builds an output with `{name.rsplit('.', 1)[-1]}(...)` "
@@ -97,6 +102,23 @@ class FakeOutputMetadata(Rule):
             def _(x):
                 x = x.new_empty(x.shape[0])
                 return x
+            """
+        ),
+        # A constant placeholder, as the CUDA kernel of sageattention returns `torch::empty({0})` too.
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::attn", mutates_args=())
+            def attn(q: Tensor, return_lse: bool) -> Tensor:
+                return torch.ops.demo_cuda.attn(q, return_lse)
+
+            @attn.register_fake
+            def _(q, return_lse):
+                if return_lse:
+                    return torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+                return torch.empty((0))
             """
         ),
     ]
@@ -151,22 +173,31 @@ class FakeOutputMetadata(Rule):
     ]
 
 
-def _dotted(node: cst.BaseExpression) -> str | None:
-    from autograd_lint.model.exprs import dotted_name
+def _mentions(node: cst.CSTNode, names: set[str]) -> bool:
+    class _Find(cst.CSTVisitor):
+        found = False
 
-    return dotted_name(node)
+        def visit_Name(self, name: cst.Name) -> None:
+            self.found |= name.value in names
+
+    finder = _Find()
+    traverse.visit(node, finder)
+    return finder.found
 
 
-def _factory_calls(node: cst.FunctionDef, imports) -> list[cst.Call]:  # type: ignore[no-untyped-def]
-    from autograd_lint.rules._custom_ops import calls_in
-
+def _factory_calls(node: cst.FunctionDef, imports, params: set[str]) -> list[cst.Call]:  # type: ignore[no-untyped-def]
+    """Factory calls whose shape comes from a parameter (``torch.empty(x.shape)``) but whose dtype
+    and device don't: a constant placeholder (``torch.empty(0)``) may match a kernel that
+    returns one too, so it is left alone."""
     found = []
     for call in calls_in(node):
-        name = _dotted(call.func)
+        name = dotted_name(call.func)
         qualified = imports.resolve(name) if name else None
         if qualified is None or qualified.rsplit(".", 1)[0] != "torch" or qualified.rsplit(".", 1)[1] not in _FACTORIES:
             continue
         keywords = {a.keyword.value for a in call.args if a.keyword is not None}
-        if not keywords & {"dtype", "device", "out"} and not any(a.star == "**" for a in call.args):
+        if keywords & {"dtype", "device", "out"} or any(a.star == "**" for a in call.args):
+            continue
+        if any(a.keyword is None and _mentions(a.value, params) for a in call.args):
             found.append(call)
     return found
