@@ -3,7 +3,7 @@
 Registered through the ``pytest11`` entry point, so it is loaded in every pytest
 run of everyone who installs autograd-lint: it only adds the option, and imports
 torch and patches ``torch.autograd.Function.apply`` only when
-``--autograd-record[=FILE]`` is given.  The structure of each call's arguments
+``--autograd-record`` (or ``--autograd-record-file=FILE``) is given.  The structure of each call's arguments
 (tensor shape, dtype, device, requires_grad; small literal values) is kept in a
 :class:`~autograd_lint.gentests.recording.Recorder`, never tensor values.
 
@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
-from autograd_lint.gentests.recording import DEFAULT_PATH, EncodedArg, Recorder
+from autograd_lint.gentests.recording import DEFAULT_PATH, EncodedArg, Recorder, RecordingError, not_a_recording
 
 WORKER_OUTPUT_KEY = "autograd_lint_recorded_inputs"
 # Non-tensor values larger than this are not "small": the call is not recorded.
@@ -29,23 +29,33 @@ MAX_SEQUENCE_LENGTH = 16
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("autograd-lint")
+    # A plain flag: an optional value would swallow a test path typed after it
+    # (`pytest --autograd-record tests/test_x.py` once overwrote that test file).
     group.addoption(
         "--autograd-record",
-        action="store",
-        nargs="?",
-        const=DEFAULT_PATH,
+        action="store_true",
+        default=False,
+        help="record the arguments of every autograd.Function.apply call for "
+        f"`autograd-lint gen-tests` (into {DEFAULT_PATH}, or --autograd-record-file)",
+    )
+    group.addoption(
+        "--autograd-record-file",
         default=None,
         metavar="FILE",
-        help="record the argument structure of every autograd.Function.apply call "
-        f"to FILE (default {DEFAULT_PATH}) for `autograd-lint gen-tests`",
+        help=f"where --autograd-record writes (default {DEFAULT_PATH}, relative to the "
+        "directory pytest was started in); implies --autograd-record; an existing FILE "
+        "must be a recording",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    destination = config.getoption("autograd_record", default=None)
-    if destination is None:
+    destination = config.getoption("autograd_record_file", default=None)
+    if destination is None and not config.getoption("autograd_record", default=False):
         return
-    path = os.path.join(str(config.invocation_params.dir), destination)
+    path = os.path.join(str(config.invocation_params.dir), destination or DEFAULT_PATH)
+    problem = not_a_recording(path)
+    if problem is not None:
+        raise pytest.UsageError(f"{path}: {problem}; give another --autograd-record-file")
     config.pluginmanager.register(_RecordingSession(config, path), "autograd-lint-recording")
 
 
@@ -109,6 +119,7 @@ class _RecordingSession:
         self.recorder = Recorder()
         self.encoder = _ArgumentEncoder(torch)
         self.unrecorded_calls = 0
+        self.write_error: str | None = None
         self.sources: dict[type, str] = {}
         self.function_base = torch.autograd.Function
         self.original_apply = self.function_base.__dict__["apply"]
@@ -164,10 +175,17 @@ class _RecordingSession:
                 "recording": self.recorder.as_json(), "unrecorded_calls": self.unrecorded_calls,
             }
             return
-        self.recorder.write(self.path)
+        try:
+            self.recorder.write(self.path)
+        except RecordingError as error:  # the file was replaced by something else during the run
+            self.write_error = str(error)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if getattr(self.config, "workeroutput", None) is not None:
+            return
+        if self.write_error is not None:
+            terminalreporter.write_line(f"autograd-lint: {self.write_error}; nothing recorded", red=True)
             return
         skipped = f", {self.unrecorded_calls} call(s) with unrecordable arguments" if self.unrecorded_calls else ""
         terminalreporter.write_line(

@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograd_lint.gentests.inputs import Input, InputCase, TensorInput, ValueInput, normalise_case
-from autograd_lint.gentests.writer import write_atomic
+from autograd_lint.files import write_atomically
 from autograd_lint.model.spec import FunctionSpec
 
 FORMAT = 1
+# Formats whose files a new recording may replace.
+READABLE_FORMATS = (1,)
 DEFAULT_PATH = os.path.join(".autograd-lint", "inputs.json")
 CASES_KEPT = 3
 # Distinct cases counted per Function before further new ones are ignored:
@@ -90,18 +92,50 @@ class Recorder:
                 record.add(json.dumps(case["args"], sort_keys=True), case["calls"])
 
     def write(self, path: str) -> None:
-        """Write the recording, keeping Functions of an existing file that this run did not call."""
+        """Write the recording, keeping Functions of an existing file that this run did not call.
+
+        Raises :class:`RecordingError` when ``path`` holds something other than a recording.
+        """
+        problem = not_a_recording(path)
+        if problem is not None:
+            raise RecordingError(f"{path}: {problem}")
         data = self.as_json()
-        try:
-            with open(path, encoding="utf-8") as handle:
-                previous = json.load(handle)
-        except (FileNotFoundError, ValueError):
-            previous = {}
-        if previous.get("format") == FORMAT:
+        previous = _read_json(path)
+        if isinstance(previous, dict) and previous.get("format") == FORMAT:
             for key, entry in previous.get("functions", {}).items():
                 data["functions"].setdefault(key, entry)
             data["functions"] = dict(sorted(data["functions"].items()))
-        write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+        write_atomically(path, text.encode("utf-8"))
+
+
+def _read_json(path: str) -> Any:
+    """The JSON value in ``path``; None when it is missing. Raises OSError, ValueError."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+
+
+def not_a_recording(path: str) -> str | None:
+    """Why a recording must not be written to ``path``; None when it is missing or a recording.
+
+    Only a file this tool wrote may be replaced: anything else (a test file typed
+    where the output was expected, a directory) belongs to the user.
+    """
+    if os.path.isdir(path):
+        return "is a directory, not a recording file"
+    try:
+        data = _read_json(path)
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    except ValueError:
+        data = ()
+    if data is None or (isinstance(data, dict) and data.get("format") in READABLE_FORMATS
+                        and isinstance(data.get("functions"), dict)):
+        return None
+    return "exists and is not a recording of `pytest --autograd-record`; not overwritten"
 
 
 class RecordingError(Exception):

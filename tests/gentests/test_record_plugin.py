@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -96,7 +97,7 @@ def test_the_recording_feeds_gen_tests(pytester: pytest.Pytester) -> None:
         def test_add():
             Add.apply(torch.ones(2, 5), torch.ones(5))
     """)
-    pytester.runpytest_subprocess("--autograd-record=rec.json", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("--autograd-record-file=rec.json", "-p", "no:cacheprovider").assert_outcomes(passed=1)
     # The installed command, through this interpreter: CI does not put the venv on PATH.
     result = pytester.run(sys.executable, "-m", "autograd_lint", "gen-tests", "ops.py", "--inputs", "rec.json", "--out", "gen")
     assert result.ret == 0
@@ -129,8 +130,70 @@ def test_xdist_workers_hand_their_cases_to_the_controller(pytester: pytest.Pytes
     kept = {"module": "old", "qualname": "Kept", "path": "old.py", "cases": []}
     previous = {"format": 1, "functions": {"old.Kept": kept}}
     (pytester.path / "rec.json").write_text(json.dumps(previous))
-    result = pytester.runpytest_subprocess("-n", "2", "--autograd-record=rec.json", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-n", "2", "--autograd-record-file=rec.json", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     data = recorded(pytester, "rec.json")
     assert sorted(data["functions"]) == ["old.Kept", "ops.Add", "ops.Scale"]
     assert data["functions"]["ops.Scale"]["cases"][0]["args"][0]["tensor"]["shape"] == [7]
+
+
+def _two_test_directories(pytester: pytest.Pytester) -> dict[Path, bytes]:
+    """ops.py, tests/test_x.py, tests/test_y.py and a failing other/test_z.py; their bytes."""
+    pytester.makepyfile(ops=OPS)
+    tests = pytester.mkdir("tests")
+    (tests / "test_x.py").write_text("import torch\nfrom ops import Add\n\n\ndef test_x():\n"
+                                     "    Add.apply(torch.ones(2), torch.ones(2))\n")
+    (tests / "test_y.py").write_text("import torch\nfrom ops import Scale\n\n\ndef test_y():\n"
+                                     "    Scale.apply(torch.ones(3), 2)\n")
+    other = pytester.mkdir("other")
+    (other / "test_z.py").write_text("def test_z():\n    assert False, 'not selected, must not run'\n")
+    return {path: path.read_bytes() for path in pytester.path.rglob("*.py")}
+
+
+@pytest.mark.parametrize("selection, expected", [
+    ("tests/test_x.py", ["ops.Add"]),
+    ("tests", ["ops.Add", "ops.Scale"]),
+    ("tests/", ["ops.Add", "ops.Scale"]),
+])
+def test_a_path_after_the_flag_is_a_test_path_not_the_output(
+    pytester: pytest.Pytester, selection: str, expected: list[str]
+) -> None:
+    pytest.importorskip("torch")
+    before = _two_test_directories(pytester)
+    result = pytester.runpytest_subprocess("--autograd-record", selection, "-p", "no:cacheprovider",
+                                           "--rootdir", str(pytester.path))
+    result.assert_outcomes(passed=len(expected))
+    assert result.ret == 0
+    assert sorted(recorded(pytester)["functions"]) == expected
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_an_existing_file_that_is_not_a_recording_is_refused_with_one_line(pytester: pytest.Pytester) -> None:
+    before = _two_test_directories(pytester)
+    result = pytester.runpytest_subprocess("--autograd-record-file=tests/test_x.py", "tests",
+                                           "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1, result.stderr.lines
+    assert errors[0].endswith("test_x.py: exists and is not a recording of `pytest --autograd-record`; "
+                              "not overwritten; give another --autograd-record-file")
+    assert "passed" not in result.stdout.str()
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_a_directory_is_refused_with_one_line(pytester: pytest.Pytester) -> None:
+    _two_test_directories(pytester)
+    result = pytester.runpytest_subprocess("--autograd-record-file", "tests", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.stderr.lines if line.strip()] == [
+        f"ERROR: {pytester.path / 'tests'}: is a directory, not a recording file; give another --autograd-record-file"
+    ]
+
+
+def test_an_existing_recording_is_replaced_atomically_keeping_uncalled_functions(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    _two_test_directories(pytester)
+    pytester.runpytest_subprocess("--autograd-record", "tests/test_x.py", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess("--autograd-record", "tests/test_y.py", "-p", "no:cacheprovider")
+    assert sorted(recorded(pytester)["functions"]) == ["ops.Add", "ops.Scale"]
+    assert [p.name for p in (pytester.path / ".autograd-lint").iterdir()] == ["inputs.json"]
