@@ -41,9 +41,12 @@ class _Choice:
 
 
 _chosen: dict[tuple[Any, str], _Choice | None] = {}
+# (op, repr(case)) -> the one error every candidate raised, when they all raised the same.
+_shape_independent_errors: dict[tuple[Any, str], str] = {}
 
 
-def _runs(op: Any, args: tuple[Any, ...], backward: bool) -> bool:
+def _runs(op: Any, args: tuple[Any, ...], backward: bool, errors: list[str] | None = None) -> bool:
+    """Whether the op (and with ``backward``, its backward) runs on ``args``; errors are appended to ``errors``."""
     try:
         if not backward:
             with torch.no_grad():
@@ -54,7 +57,9 @@ def _runs(op: Any, args: tuple[Any, ...], backward: bool) -> bool:
         if outputs and inputs:
             torch.autograd.grad(outputs, inputs, [torch.ones_like(o) for o in outputs], allow_unused=True)
         return True
-    except Exception:  # noqa: BLE001 - any error means "not this candidate"
+    except Exception as error:  # noqa: BLE001 - any error means "not this candidate"
+        if errors is not None:
+            errors.append(f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
         return False
 
 
@@ -68,10 +73,11 @@ def _choose(op: Any, case: Case) -> _Choice | None:
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     forward_only = None
     found = None
+    errors: list[str] = []
     for plan, scalars, domain in itertools.product(
         plans, itertools.product(SCALAR_CANDIDATES, repeat=scalar_count), DOMAINS
     ):
-        if not _runs(op, _build(case.args, iter(plan), iter(scalars), domain, SEED), backward=False):
+        if not _runs(op, _build(case.args, iter(plan), iter(scalars), domain, SEED), backward=False, errors=errors):
             continue
         choice = _Choice(plan, scalars, domain)
         if _runs(op, _build(case.args, iter(plan), iter(scalars), domain, SEED), backward=True):
@@ -79,12 +85,18 @@ def _choose(op: Any, case: Case) -> _Choice | None:
             break
         forward_only = forward_only or choice
     _chosen[key] = found or forward_only
+    if _chosen[key] is None and len(errors) > 1 and len(set(errors)) == 1:
+        _shape_independent_errors[key] = errors[0]
     return _chosen[key]
 
 
 def op_args(op: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
     """Fresh concrete arguments for ``case``; with nothing searched, the op's own error fails the test."""
     choice = _choose(op, case)
+    if choice is None and (op, repr(case)) in _shape_independent_errors:
+        # The same error for every shape and value tried: the op itself is broken.
+        pytest.fail(f"{op} raised on every candidate input: {_shape_independent_errors[(op, repr(case))]}",
+                    pytrace=False)
     if choice is None:
         searched = any(isinstance(a, ScalarArg) or (isinstance(a, TensorArg) and a.shape is None) for a in case.args)
         if searched:
