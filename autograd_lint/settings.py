@@ -46,3 +46,6 @@ class Settings:
     # ctx attributes that may hold tensors on purpose (AGL003).
     allowed_ctx_tensor_attributes: frozenset[str] = field(default_factory=frozenset)
     jobs: int | None = None
+    # The project runs its code under torch.compile: the compile-compatibility rules
+    # (those with ``on_when_compiling``) are on without being selected by code.
+    uses_compile: bool = False

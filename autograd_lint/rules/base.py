@@ -175,6 +175,8 @@ class Rule:
     # How to repair the findings; set exactly when ``fix`` is not NONE.
     fixer: ClassVar[type[Fixer] | None] = None
     enabled_by_default: ClassVar[bool] = True
+    # Off by default, but on for a project whose configuration says ``uses-compile = true``.
+    on_when_compiling: ClassVar[bool] = False
     VALID: ClassVar[list[Valid]]
     INVALID: ClassVar[list[Invalid]]
 
