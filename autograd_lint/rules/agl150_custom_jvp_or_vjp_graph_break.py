@@ -15,8 +15,8 @@ _GRAPH_BREAKS = {
 class CustomJvpOrVjpGraphBreak(Rule):
     """Reports a ``jvp`` or ``vjp`` method written in an ``autograd.Function`` (compile
     compatibility family: off unless selected or ``uses-compile = true``).  Dynamo does
-    not trace such a class: every ``apply`` is a graph break, even when the method is
-    never used."""
+    not trace such a class when an input requires grad (``torch/_dynamo/variables/misc.py``):
+    every such ``apply`` is a graph break, even when the method is never used."""
 
     code = "AGL150"
     title = "Function with jvp or vjp graph-breaks under torch.compile"
@@ -37,8 +37,8 @@ class CustomJvpOrVjpGraphBreak(Rule):
             if method is not None:
                 yield Report(
                     method.position,
-                    f"{ctx.function.name} defines {name}: torch.compile graph-breaks at every apply "
-                    f"({graph_break} '{text}'; an error under fullgraph=True)",
+                    f"{ctx.function.name} defines {name}: torch.compile graph-breaks at every apply with an "
+                    f"input that requires grad ({graph_break} '{text}'; an error under fullgraph=True)",
                 )
 
     VALID = [

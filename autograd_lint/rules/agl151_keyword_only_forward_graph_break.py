@@ -10,7 +10,9 @@ from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Sev
 
 class KeywordOnlyForwardGraphBreak(Rule):
     """Reports keyword-only parameters in a Function's ``forward`` (compile compatibility
-    family: off unless selected or ``uses-compile = true``)."""
+    family: off unless selected or ``uses-compile = true``).  Dynamo breaks the graph at an
+    ``apply`` that passes them (by keyword, the only way); one that leaves them to their
+    defaults is traced."""
 
     code = "AGL151"
     title = "keyword-only forward parameters graph-break under torch.compile"
@@ -27,12 +29,13 @@ class KeywordOnlyForwardGraphBreak(Rule):
         forward = ctx.function.methods.get("forward")
         if forward is None:
             return
-        names = [p.name for p in forward.params if p.kind is ParamKind.KEYWORD_ONLY]
-        if names:
+        params = [p for p in forward.params if p.kind is ParamKind.KEYWORD_ONLY]
+        if params:
+            which = "every apply" if any(p.default is None for p in params) else "every apply that passes one"
             yield Report(
                 forward.position,
-                f"{ctx.function.name}.forward has keyword-only parameters ({', '.join(names)}): torch.compile "
-                "graph-breaks at every apply (GB4372; an error under fullgraph=True)",
+                f"{ctx.function.name}.forward has keyword-only parameters ({', '.join(p.name for p in params)}): "
+                f"torch.compile graph-breaks at {which} (GB4372; an error under fullgraph=True)",
             )
 
     VALID = [

@@ -12,13 +12,46 @@ from autograd_lint.rules._common import ctx_writers
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 
+_ZEROS = frozenset({"zeros_like", "zeros", "new_zeros"})
+
+
+def _zeros_substitution(statement: cst.If, name: str) -> bool:
+    """``if g is None: g = torch.zeros_like(...)``: the None branch does what compile does."""
+    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
+    if statement.orelse is not None or len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+        return False
+    small = body[0].body
+    if len(small) != 1 or not isinstance(small[0], cst.Assign):
+        return False
+    assign = small[0]
+    value = assign.value
+    called = value.func if isinstance(value, cst.Call) else None
+    return (
+        len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+        and assign.targets[0].target.value == name
+        and isinstance(called, (cst.Attribute, cst.Name))
+        and (called.attr.value if isinstance(called, cst.Attribute) else called.value) in _ZEROS
+    )
+
+
 def _none_tests(node: cst.FunctionDef, names: set[str]) -> list[tuple[cst.Comparison, str]]:
-    """``g is None`` / ``g is not None`` comparisons on ``names`` in ``node``'s own body."""
+    """``g is None`` / ``g is not None`` comparisons on ``names`` in ``node``'s own body, except an
+    ``if g is None: g = zeros_like(...)`` (the same gradient either way)."""
     found: list[tuple[cst.Comparison, str]] = []
+    substituted: set[int] = set()
 
     class _Visitor(ScopeVisitor):
+        def visit_If(self, statement: cst.If) -> None:
+            test = statement.test
+            if isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name):
+                if _zeros_substitution(statement, test.left.value):
+                    substituted.add(id(test))
+
         def visit_Comparison(self, comparison: cst.Comparison) -> None:
             if not isinstance(comparison.left, cst.Name) or comparison.left.value not in names:
+                return
+            if id(comparison) in substituted:
                 return
             for target in comparison.comparisons:
                 if isinstance(target.operator, (cst.Is, cst.IsNot)) and isinstance(target.comparator, cst.Name) \
@@ -65,11 +98,32 @@ class MaterializeGradsIgnoredByCompile(Rule):
             yield Report(
                 ctx.position(backward, comparison),
                 f"{function.name}.backward tests `{name}` against None, but torch.compile drops "
-                f"ctx.set_materialize_grads(False): `{name}` arrives as zeros there, so this test never sees None "
-                "and compiled gradients can differ from eager ones",
+                f"ctx.set_materialize_grads(False): `{name}` arrives as zeros there, so compiled code never takes "
+                "the None branch (gradients differ unless that branch equals a zero gradient)",
             )
 
     VALID = [
+        # flash-attention's cute interface: the None branch substitutes zeros, as compile does.
+        Valid(
+            """
+            import torch
+
+            class Attn(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q):
+                    ctx.set_materialize_grads(False)
+                    out = q * 2
+                    ctx.save_for_backward(out)
+                    return out, q.sum(-1)
+
+                @staticmethod
+                def backward(ctx, dout, dlse):
+                    (out,) = ctx.saved_tensors
+                    if dout is None:
+                        dout = torch.zeros_like(out)
+                    return dout * 2
+            """
+        ),
         Valid(
             """
             import torch
