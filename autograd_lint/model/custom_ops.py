@@ -68,6 +68,8 @@ OP_METHODS = {
 }
 LIBRARY_CLASSES = frozenset({"torch.library.Library"})
 LIBRARY_DEFINE = "torch.library.define"
+# The names a module may bind to a local alias by assignment.
+_ALIASABLE = CUSTOM_OP_FACTORIES | TRITON_OP_FACTORIES | frozenset(LIBRARY_REGISTRARS) | {LIBRARY_DEFINE}
 # Words without which a file cannot define or register a custom op.
 _GATE = re.compile(r"\b(?:custom_op|triton_op|register_fake|register_autograd|register_kernel|impl_abstract)\b")
 _OP_NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_][\w.]*$")
@@ -347,6 +349,8 @@ class _Finder:
         self.op_names: dict[str, CustomOpSpec] = {}
         self.libraries: dict[str, str | None] = {}
         self.defs: dict[str, list[cst.FunctionDef]] = {}
+        # Names assigned one of the torch.library functions (a module's own alias).
+        self.assigned: dict[str, str] = {}
         # The ``def``s seen so far in each enclosing scope, innermost last.
         self.scopes: list[dict[str, cst.FunctionDef]] = []
         self._owner = FunctionSpec("<custom op>", "<custom op>", module, unit.path, Position(1, 0), 1, ())
@@ -354,7 +358,12 @@ class _Finder:
     # -- names -----------------------------------------------------------------------
     def resolve(self, node: cst.BaseExpression) -> str | None:
         name = dotted_name(node)
-        return self.imports.resolve(name) if name else None
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        if head in self.assigned:  # `register_fake = torch.library.register_fake`
+            return self.assigned[head] + (f".{rest}" if rest else "")
+        return self.imports.resolve(name)
 
     def _factory(self, node: cst.BaseExpression) -> str | None:
         qualified = self.resolve(node)
@@ -447,6 +456,11 @@ class _Finder:
             target_name = small.target.value if isinstance(small.target, cst.Name) else None
         elif isinstance(small, cst.Expr):
             value = small.value
+        if target_name is not None and isinstance(value, (cst.Name, cst.Attribute)):
+            qualified = self.resolve(value)
+            if qualified in _ALIASABLE:
+                self.assigned[target_name] = qualified
+            return
         if not isinstance(value, cst.Call):
             return
         if target_name is not None and self._call_form_op(value, target_name):

@@ -99,6 +99,8 @@ def value_count(value: cst.BaseExpression | None, function: OpFunction) -> int |
                 count += 1
         return count
     if isinstance(value, cst.Name):
+        if value.value in gradient_names(function):
+            return 1  # a gradient argument is one tensor
         return _name_count(value.value, function)
     if isinstance(value, cst.UnaryOperation) and not isinstance(value.operator, cst.Not):
         return 1
