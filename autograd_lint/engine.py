@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from autograd_lint import noqa
-from autograd_lint.model.analysis import FileAnalysis, analyze, syntax_check
+from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze, syntax_check
 from autograd_lint.model.source import SourceFile
 from autograd_lint.model.spec import FunctionSpec
+from autograd_lint.model.extract import is_decorated
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Rule
 from autograd_lint.settings import Settings
@@ -53,6 +54,16 @@ def selected_rules(settings: Settings, path: str | None = None) -> list[Rule]:
     return [rule() for rule in all_rules() if is_selected(rule, settings, path)]
 
 
+def module_needs(settings: Settings) -> frozenset[ModuleNeed]:
+    """What the selected rules look at outside the Function classes (per-file ignores
+    only take rules away, so the selection without a path covers every file)."""
+    needs: set[ModuleNeed] = set()
+    for rule in all_rules():
+        if is_selected(rule, settings):
+            needs |= rule.needs
+    return frozenset(needs)
+
+
 def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool = True) -> list[Diagnostic]:
     """Every finding of the selected rules in one analysed file, sorted by position.
 
@@ -69,6 +80,8 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
     for rule in rules:
         reports = list(rule.check_module(analysis, settings))
         for function in analysis.functions:
+            if is_decorated(function, analysis.source.text):
+                continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
             reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         for report in reports:
             severity = report.severity or rule.severity

@@ -31,7 +31,7 @@ from libcst.metadata import MetadataWrapper
 
 from autograd_lint.model.analysis import FileAnalysis, analyze
 from autograd_lint.model.discovery import Run
-from autograd_lint.engine import check_analysis, selected_rules
+from autograd_lint.engine import check_analysis, module_needs, selected_rules
 from autograd_lint.files import write_atomically
 from autograd_lint.rules import rule_by_code
 from autograd_lint.rules.base import Diagnostic, FixSafety, Rule
@@ -83,7 +83,7 @@ def fix_source(
     source: SourceFile, known: Mapping[str, FunctionSpec], settings: Settings, unsafe: bool
 ) -> FileFix:
     """Apply every allowed fix to ``source``, to a fixed point; raises :class:`SourceError`."""
-    analysis = analyze(source, known, settings)
+    analysis = analyze(source, known, settings, module_needs(settings))
     diagnostics = check_analysis(analysis, settings)
     result = FileFix(source.path, source.text, source.text, diagnostics)
     rules = fixable_rules(settings, source.path, unsafe)
@@ -112,7 +112,7 @@ def fix_source(
                     SourceError(source.path, f"the {rule.code} fix gave code that does not parse ({problem})")
                 )
                 continue
-            analysis = analyze(SourceFile(source.path, text, source.module), known, settings)
+            analysis = analyze(SourceFile(source.path, text, source.module), known, settings, module_needs(settings))
             diagnostics = check_analysis(analysis, settings)
             changed = True
         if not changed:

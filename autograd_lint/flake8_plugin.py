@@ -26,7 +26,7 @@ from autograd_lint import __version__
 from autograd_lint.model.analysis import analyze
 from autograd_lint.model.custom_ops import mentions_custom_op
 from autograd_lint.config import ConfigError, identifiers, project_settings, qualified_names
-from autograd_lint.engine import check_analysis
+from autograd_lint.engine import check_analysis, module_needs
 from autograd_lint.noqa import file_noqa
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.agl100_unused_noqa import UnusedNoqa
@@ -111,7 +111,7 @@ class AutogradLintChecker:
             return
         source = SourceFile(self.filename, text, module_name(self.filename))
         try:
-            analysis = analyze(source, {}, self.settings)
+            analysis = analyze(source, {}, self.settings, module_needs(self.settings))
         except SourceError:
             return  # flake8 reports syntax errors itself (E999)
         # flake8 applies line noqa and `# flake8: noqa` itself, but does not know ours.

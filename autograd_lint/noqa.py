@@ -4,7 +4,8 @@ Two kinds, both with flake8's syntax and meaning:
 
 * on a line, ``# noqa`` (every finding on that line) or ``# noqa: AGL001, AGL0``
   (findings whose code starts with one of the codes), found anywhere in the
-  physical line as flake8 finds it;
+  physical line as flake8 finds it; as in flake8, a code is letters then digits,
+  so ``# noqa: AGL`` is a bare ``# noqa``;
 * for the whole file, a line that starts with ``# flake8: noqa`` (every finding;
   flake8 reads nothing after it) or ``# autograd-lint: noqa`` (every finding), or
   ``# autograd-lint: noqa: AGL005, AGL01`` (those codes only, as ruff's
@@ -19,12 +20,15 @@ import tokenize
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
-# flake8's inline syntax (flake8.defaults.NOQA_INLINE_REGEXP), case-insensitive as there.
-LINE_NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
+# A code as flake8 reads one: letters then digits (AGL001, or a prefix such as AGL0).
+_CODE_LIST = r"[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*"
+# flake8's inline syntax (flake8.defaults.NOQA_INLINE_REGEXP), case-insensitive as there;
+# the codes group stops before a trailing separator, where new codes are inserted.
+LINE_NOQA = re.compile(rf"# noqa(?::[\s]?(?P<codes>{_CODE_LIST}))?", re.IGNORECASE)
 # flake8.defaults.NOQA_FILE, matched at the start of a line as flake8 does.
 _FLAKE8_FILE_NOQA = re.compile(r"\s*# flake8[:=]\s*noqa", re.IGNORECASE)
 _OWN_FILE_NOQA = re.compile(
-    r"\s*#\s*autograd-lint:\s*noqa(?::\s?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?\s*$", re.IGNORECASE
+    rf"\s*#\s*autograd-lint:\s*noqa(?::\s?(?P<codes>{_CODE_LIST}))?\s*(?:#.*)?$", re.IGNORECASE
 )
 _CODE_SEPARATORS = re.compile(r"[,\s]+")
 

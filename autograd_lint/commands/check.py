@@ -30,7 +30,7 @@ from typing import Sequence
 
 from autograd_lint.baseline import BaselineError, Fingerprint, compare, read_baseline, relative_key, root_of, write_baseline
 from autograd_lint.config import KEYS, ConfigError, add_config_arguments, find_config, project_settings, selectors
-from autograd_lint.engine import check_analysis, check_source, selected_rules
+from autograd_lint.engine import check_analysis, check_source, module_needs, selected_rules
 from autograd_lint.model.discovery import iter_targets
 from autograd_lint.model.discovery import run as run_files
 from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name, read_source
@@ -118,6 +118,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return "--add-noqa: the reason must be one line"
     if args.write_baseline and args.diff:
         return "--write-baseline cannot be combined with --diff"
+    if args.write_baseline and args.add_noqa is not None:
+        return "--write-baseline and --add-noqa both accept today's findings: choose one"
     if args.show_fixes and not args.fix:
         return "--show-fixes lists what --fix fixed: give --fix too"
     return None
@@ -180,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     if _reads_stdin(args):
         return _check_stdin(args, settings, baseline)
-    result = run_files(_paths(args), settings, check_analysis)
+    result = run_files(_paths(args), settings, check_analysis, module_needs(settings))
     fixes = None
     if args.fix or args.diff:
         # Imported here: the fix pass loads libcst.codemod, which a plain check does not need.
@@ -201,8 +203,6 @@ def run(args: argparse.Namespace) -> int:
     findings = Findings(diagnostics, errors, result.files_seen, len(result.functions))
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
-    if args.add_noqa is not None:
-        return _add_noqa(findings, args.add_noqa or None)
     code = _report(args, settings, findings, baseline)
     if fixes is not None:
         from autograd_lint.fix import fix_summary, show_fixes
@@ -251,28 +251,14 @@ def _check_stdin(args: argparse.Namespace, settings: Settings, baseline: Counter
 def _report(
     args: argparse.Namespace, settings: Settings, findings: Findings, baseline: Counter[Fingerprint] | None
 ) -> int:
-    """Write the baseline, or print the findings not in the baseline; give the exit code."""
+    """Write the baseline, add noqa comments, or print the findings not in the baseline; give the exit code."""
     if args.write_baseline:
-        try:
-            count = write_baseline(args.write_baseline, findings.diagnostics, findings.lines_of)
-        except OSError as error:
-            print(f"error: {args.write_baseline}: cannot be written ({error.strerror or error})", file=sys.stderr)
-            return EXIT_ERROR
-        print(f"Wrote {count} finding{'s' if count != 1 else ''} to {args.write_baseline}.", file=sys.stderr)
-        return EXIT_ERROR if findings.errors else EXIT_CLEAN
+        return _write_baseline(args.write_baseline, findings)
     diagnostics = findings.diagnostics
     if baseline is not None:
-        root = root_of(args.baseline)
-        comparison = compare(diagnostics, baseline, findings.lines_of, root, _checked_keys(args, settings, findings, root))
-        for entry in comparison.stale:
-            print(
-                f"warning: {args.baseline}: stale entry (no such finding any more): "
-                f"{entry.path}: {entry.code} in {entry.scope}: {entry.snippet}",
-                file=sys.stderr,
-            )
-        if comparison.stale:
-            print(f"Write the baseline again with --write-baseline {args.baseline} to drop them.", file=sys.stderr)
-        diagnostics = comparison.new
+        diagnostics = _not_in_baseline(args, settings, findings, baseline)
+    if args.add_noqa is not None:
+        return _add_noqa(diagnostics, args.add_noqa or None, failed=bool(findings.errors))
     if args.statistics:
         rows = statistics(diagnostics, _fixable_codes(settings, args.unsafe_fixes))
         render = render_statistics_json if args.output_format == "json" else render_statistics_text
@@ -283,6 +269,34 @@ def _report(
     if findings.errors:
         return EXIT_ERROR
     return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
+
+
+def _write_baseline(path: str, findings: Findings) -> int:
+    try:
+        count = write_baseline(path, findings.diagnostics, findings.lines_of)
+    except OSError as error:
+        print(f"error: {path}: cannot be written ({error.strerror or error})", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"Wrote {count} finding{'s' if count != 1 else ''} to {path}.", file=sys.stderr)
+    return EXIT_ERROR if findings.errors else EXIT_CLEAN
+
+
+def _not_in_baseline(
+    args: argparse.Namespace, settings: Settings, findings: Findings, baseline: Counter[Fingerprint]
+) -> list[Diagnostic]:
+    """The findings the baseline does not hold; its stale entries are named on stderr."""
+    root = root_of(args.baseline)
+    checked = _checked_keys(args, settings, findings, root)
+    comparison = compare(findings.diagnostics, baseline, findings.lines_of, root, checked)
+    for entry in comparison.stale:
+        print(
+            f"warning: {args.baseline}: stale entry (no such finding any more): "
+            f"{entry.path}: {entry.code} in {entry.scope}: {entry.snippet}",
+            file=sys.stderr,
+        )
+    if comparison.stale:
+        print(f"Write the baseline again with --write-baseline {args.baseline} to drop them.", file=sys.stderr)
+    return comparison.new
 
 
 def _checked_keys(args: argparse.Namespace, settings: Settings, findings: Findings, root: Path) -> set[str]:
@@ -302,13 +316,13 @@ def _fixable_codes(settings: Settings, unsafe: bool) -> set[str]:
     return {rule.code for rule in selected_rules(settings) if rule.fixer is not None and rule.fix in allowed}
 
 
-def _add_noqa(findings: Findings, reason: str | None) -> int:
+def _add_noqa(diagnostics: Sequence[Diagnostic], reason: str | None, failed: bool) -> int:
     from autograd_lint.add_noqa import add_noqa_to_file
 
     by_file: dict[str, list[Diagnostic]] = {}
-    for diagnostic in findings.diagnostics:
+    for diagnostic in diagnostics:
         by_file.setdefault(diagnostic.path, []).append(diagnostic)
-    added, failed = 0, bool(findings.errors)
+    added = 0
     for path, diagnostics in sorted(by_file.items()):
         try:
             edit = add_noqa_to_file(path, diagnostics, reason)
@@ -323,6 +337,22 @@ def _add_noqa(findings: Findings, reason: str | None) -> int:
     return EXIT_ERROR if failed else EXIT_CLEAN
 
 
+def _toml_value(key: str, value: object) -> object:
+    """The setting of configuration key ``key`` as the configuration spells it."""
+    if key == "per-file-ignores" and isinstance(value, tuple):
+        return {glob: list(codes) for glob, codes in value}
+    if isinstance(value, frozenset):
+        return sorted(value)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _toml(value: object) -> str:
+    """``value`` written as TOML (JSON's strings and arrays are TOML's; inline tables use ``=``)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(key)} = {_toml(item)}" for key, item in value.items()) + "}"
+    return json.dumps(value)
+
+
 def show_settings(args: argparse.Namespace, settings: Settings) -> str:
     """The configuration file used, every setting, the rules that run, and the files that would be checked."""
     if args.isolated:
@@ -330,19 +360,15 @@ def show_settings(args: argparse.Namespace, settings: Settings) -> str:
     else:
         found = args.config or find_config(_paths(args))
         source = str(found) if found else "none found: defaults"
-    values = {key: getattr(settings, field) for key, (field, _) in KEYS.items()}
-    shown = {
-        key: dict((glob, list(codes)) for glob, codes in value) if key == "per-file-ignores" else sorted(value)
-        if isinstance(value, frozenset) else list(value)
-        for key, value in values.items()
-    }
+    shown = {key: _toml_value(key, getattr(settings, field)) for key, (field, _) in KEYS.items()}
     rules = [rule.code for rule in selected_rules(settings)]
-    files = [] if _reads_stdin(args) else [t.path for t in iter_targets(_paths(args), settings) if not isinstance(t, SourceError)]
+    targets = [] if _reads_stdin(args) else iter_targets(_paths(args), settings)
+    files = [target.path for target in targets if not isinstance(target, SourceError)]
     if args.output_format == "json":
         document = {"configuration": source, "settings": shown, "rules": rules, "files": files}
         return json.dumps(document, indent=2) + "\n"
     lines = [f"Configuration: {source}", "", "[tool.autograd-lint]"]
-    lines += [f"{key} = {json.dumps(value)}" for key, value in shown.items()]
+    lines += [f"{key} = {_toml(value)}" for key, value in shown.items()]
     lines += ["", f"Rules that run ({len(rules)}): {', '.join(rules)}", "", f"Files to check ({len(files)}):"]
     lines += [f"  {os.path.normpath(path)}" for path in files]
     return "\n".join(lines) + "\n"

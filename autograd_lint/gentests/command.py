@@ -23,6 +23,7 @@ from autograd_lint.gentests.custom_ops import op_targets, output_name as op_outp
 from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
+from autograd_lint.gentests.surrogate import DeclarationError, Surrogate, declared_surrogate
 from autograd_lint.gentests.writer import FileState, compose, file_state, write_python_atomic
 from autograd_lint.model.spec import FunctionSpec
 
@@ -94,16 +95,13 @@ def group_by_module(specs: list[FunctionSpec]) -> tuple[list[ModuleTarget], list
 
 
 def plan_function(
-    spec: FunctionSpec,
-    specs: list[FunctionSpec],
-    sites: list[CallSite],
-    recorded: recording.Recording,
-    compile_parity: bool = False,
+    spec: FunctionSpec, specs: list[FunctionSpec], sites: list[CallSite], recorded: recording.Recording,
+    surrogate: Surrogate | None = None, compile_parity: bool = False,
 ) -> FunctionPlan:
     inputs: FunctionInputs = choose_inputs(
         spec, recorded.cases_for(spec), match_call_sites(spec, sites, specs), default_sources(spec)
     )
-    return FunctionPlan(spec, inputs, checks_for(spec, inputs, compile_parity))
+    return FunctionPlan(spec, inputs, checks_for(spec, inputs, surrogate, compile_parity), surrogate)
 
 
 def _describe_only(analysis: object, settings: object) -> None:
@@ -154,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     out_dir = os.path.realpath(args.out)
     origins: Counter[Origin] = Counter()
     stale: list[str] = []
+    configured_surrogates = dict(settings.surrogate_gradients)
 
     def emit(out_path: str, text: str, what: str) -> None:
         state = file_state(out_path, text)
@@ -170,20 +169,32 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {out_path} ({what})")
 
     for target in targets:
-        plans = [plan_function(spec, specs, sites, recorded, args.compile_parity) for spec in target.functions]
+        try:
+            lines = read_source(target.path).text.splitlines()
+        except SourceError as error:
+            report(str(error))
+            continue
+        plans = []
+        for spec in target.functions:
+            try:
+                surrogate = declared_surrogate(spec, lines, configured_surrogates)
+            except DeclarationError as error:
+                report(str(error))
+                surrogate = None
+            plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity))
         origins.update(plan.inputs.origin for plan in plans)
         root_from_test = os.path.relpath(target.import_root, out_dir).replace(os.sep, "/")
         body = render_module(target.module, plans, root_from_test)
         display = os.path.relpath(target.path).replace(os.sep, "/")
-        emit(os.path.join(args.out, output_name(target.module)), compose(header_comment(display, target.module), body),
-             f"{len(plans)} Function(s)")
+        text = compose(header_comment(display, target.module), body)
+        emit(os.path.join(args.out, output_name(target.module)), text, f"{len(plans)} Function(s)")
     for op_target in op_targets([r.custom_ops for r in found.results if r.custom_ops is not None]):
-        plans = [plan_op(op, args.compile_parity) for op in op_target.ops]
+        op_plans = [plan_op(op, args.compile_parity) for op in op_target.ops]
         root_from_test = os.path.relpath(import_root(op_target.path, op_target.module), out_dir).replace(os.sep, "/")
-        body = render_op_module(op_target.module, plans, root_from_test, op_target.registering)
+        body = render_op_module(op_target.module, op_plans, root_from_test, op_target.registering)
         display = os.path.relpath(op_target.path).replace(os.sep, "/")
         emit(os.path.join(args.out, op_output_name(op_target.module)),
-             compose(header_comment(display, op_target.module), body), f"{len(plans)} custom op(s)")
+             compose(header_comment(display, op_target.module), body), f"{len(op_plans)} custom op(s)")
 
     summary = ", ".join(f"{origins[origin]} {origin.value}" for origin in Origin)
     print(f"inputs of {sum(origins.values())} Function(s): {summary}")

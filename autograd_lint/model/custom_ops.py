@@ -603,7 +603,7 @@ class _Finder:
     def _handed(self, node: cst.BaseExpression | None, role: str | None = None) -> OpFunction | None:
         """The function ``node`` names; ``role`` is the method of a Function it plays (``backward``)."""
         if isinstance(node, cst.Lambda):
-            method = MethodBuilder(self._lambda_def(node), self.unit, self.imports, self._owner, role).build()
+            method = MethodBuilder(self._lambda_def(node), self.unit, self.imports, self._owner, role=role).build()
             return OpFunction("<lambda>", self.unit.position(node), method, node)
         definition = self._def_named(node)
         return self._op_function(definition, role) if definition is not None else None
@@ -619,7 +619,7 @@ class _Finder:
         return definition
 
     def _op_function(self, node: cst.FunctionDef, role: str | None = None) -> OpFunction:
-        method = MethodBuilder(node, self.unit, self.imports, self._owner, role).build()
+        method = MethodBuilder(node, self.unit, self.imports, self._owner, role=role).build()
         return OpFunction(node.name.value, method.position, method, node)
 
     def _register(

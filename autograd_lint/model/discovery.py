@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from autograd_lint.model.analysis import FileAnalysis, analyze, mentions_function, syntax_check
+from autograd_lint.model.analysis import (
+    EVERY_NEED,
+    FileAnalysis,
+    ModuleNeed,
+    analyze,
+    mentions_function,
+    syntax_check,
+)
 from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, mentions_custom_op
 from autograd_lint.model.locate import line_matches
 from autograd_lint.settings import Settings
@@ -107,6 +114,7 @@ class _Round(Generic[T]):
     known: Mapping[str, FunctionSpec]
     settings: Settings
     job: FileJob[T]
+    needs: frozenset[ModuleNeed] = EVERY_NEED
     # Round one: the gate for files that can define a Function by themselves.
     extra_words: re.Pattern[str] | None = None
     # Later rounds: names of the Functions found in the previous round.
@@ -123,7 +131,7 @@ def _analyse(source: SourceFile, explicit: bool, state: _Round[T]) -> FileResult
     try:
         if explicit:
             syntax_check(source)
-        analysis = analyze(source, state.known, state.settings, state.run_ops)
+        analysis = analyze(source, state.known, state.settings, state.needs, run_ops=state.run_ops)
         result = state.job(analysis, state.settings)
         return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
     except SourceError as error:
@@ -198,7 +206,12 @@ class Run(Generic[T]):
         return [f for r in self.results for f in r.functions]
 
 
-def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJob[T]) -> Run[T]:
+def run(
+    paths: Sequence[str | os.PathLike[str]],
+    settings: Settings,
+    job: FileJob[T],
+    needs: frozenset[ModuleNeed] = EVERY_NEED,
+) -> Run[T]:
     """Analyse every file under ``paths`` and apply ``job`` to each that holds a Function."""
     errors: list[SourceError] = []
     targets: dict[str, bool] = {}
@@ -208,7 +221,7 @@ def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJo
         else:
             targets.setdefault(target.path, target.explicit)
     extra = _words_pattern(name.rsplit(".", 1)[-1] for name in settings.extra_bases)
-    state: _Round[T] = _Round({}, settings, job, extra_words=extra)
+    state: _Round[T] = _Round({}, settings, job, needs, extra_words=extra)
     tasks: list[_Task] = [(path, explicit, False) for path, explicit in targets.items()]
     results: dict[str, FileResult[T]] = {}
     known: dict[str, FunctionSpec] = {}
@@ -224,7 +237,7 @@ def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJo
         # A file refers to a Function of another module by its top-level name.
         top_names = {f.qualname.split(".", 1)[0] for f in new.values()}
         mention = _words_pattern(top_names)
-        state = _Round(dict(known), settings, job, mention=mention)
+        state = _Round(dict(known), settings, job, needs, mention=mention)
         tasks = [
             (path, targets[path], result.analysed)
             for path, result in results.items()
@@ -258,7 +271,7 @@ def _link_custom_ops(results: dict[str, FileResult[T]], targets: Mapping[str, bo
         ),
         has_unresolved_registration=any(module.has_unresolved_registration for module in modules if module),
     )
-    last = _Round(state.known, state.settings, state.job, run_ops=run_ops)
+    last = _Round(state.known, state.settings, state.job, state.needs, run_ops=run_ops)
     for result in _run_round([(path, targets[path], True) for path in holders], last):
         results[result.path] = result
 

@@ -114,7 +114,7 @@ def test_flake8_agrees_with_check_on_each_custom_op_example(tmp_path: Path) -> N
                 (tmp_path / name).write_text(example.source)
                 names.append(name)
                 settings = Settings(select=tuple(r.code for r in all_rules() if r.enabled_by_default))
-                analysis = analyze(SourceFile(name, example.source, name[:-3]), {}, settings, RunCustomOps())
+                analysis = analyze(SourceFile(name, example.source, name[:-3]), {}, settings, run_ops=RunCustomOps())
                 expected |= {
                     (name, d.line, d.column + 1, d.code, d.message)  # flake8 counts columns from 1
                     for d in check_analysis(analysis, settings, honour_noqa=False)

@@ -20,7 +20,7 @@ SETTINGS = Settings(select=("AGL",), extend_select=("AGL117",))
 
 
 def codes(source: str) -> set[str]:
-    analysis = analyze(SourceFile("repro.py", source, "repro"), {}, SETTINGS, RunCustomOps())
+    analysis = analyze(SourceFile("repro.py", source, "repro"), {}, SETTINGS, run_ops=RunCustomOps())
     return {d.code for d in check_analysis(analysis, SETTINGS, honour_noqa=False)}
 
 

@@ -24,7 +24,7 @@ CASES = [
 def findings(rule: type[Rule], source: str) -> list:
     settings = Settings(select=(rule.code,))
     # An example is a whole run of one file (so that AGL110 can say a fake is missing).
-    analysis = analyze(SourceFile("example.py", source, "example"), {}, settings, RunCustomOps())
+    analysis = analyze(SourceFile("example.py", source, "example"), {}, settings, run_ops=RunCustomOps())
     return [d for d in check_analysis(analysis, settings, honour_noqa=False) if d.code == rule.code]
 
 
