@@ -94,10 +94,6 @@ class OpFunction:
         state["node"] = None
         return state
 
-    @property
-    def params(self) -> tuple[Param, ...] | None:
-        return self.method.params if self.method is not None else None
-
 
 @dataclass
 class Registration:

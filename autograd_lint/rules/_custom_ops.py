@@ -9,9 +9,8 @@ import libcst as cst
 
 from autograd_lint.model import traverse
 from autograd_lint.model.custom_ops import CustomOpModule, CustomOpSpec, OpFunction, Registration
-from autograd_lint.model.exprs import dotted_name, is_none
-from autograd_lint.model.flow import ScopeVisitor
-from autograd_lint.model.spec import Param
+from autograd_lint.model.exprs import is_none
+from autograd_lint.model.flow import ScopeVisitor, return_statements
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -31,10 +30,6 @@ NON_TENSOR_ANNOTATIONS = frozenset(
 
 def module_of(analysis: "FileAnalysis") -> CustomOpModule | None:
     return analysis.custom_ops
-
-
-def is_tensor_annotation(annotation: str | None) -> bool:
-    return annotation is not None and _TENSOR.match(annotation.strip()) is not None
 
 
 def is_tensor_like_annotation(annotation: str | None) -> bool:
@@ -65,8 +60,6 @@ def own_ops(analysis: "FileAnalysis") -> Iterator[CustomOpSpec]:
         yield from module.ops
 
 
-def function_node(function: OpFunction | None) -> cst.FunctionDef | cst.Lambda | None:
-    return function.node if function is not None else None
 
 
 def returned_values(function: OpFunction) -> list[cst.BaseExpression | None] | None:
@@ -75,8 +68,6 @@ def returned_values(function: OpFunction) -> list[cst.BaseExpression | None] | N
     if isinstance(node, cst.Lambda):
         return [node.body]
     if isinstance(node, cst.FunctionDef):
-        from autograd_lint.model.flow import return_statements
-
         return [r.value for r in return_statements(node)]
     return None
 
@@ -211,8 +202,6 @@ def tensor_parameters(function: OpFunction, op: CustomOpSpec) -> set[str]:
     }
 
 
-def param_names(params: tuple[Param, ...]) -> str:
-    return ", ".join(p.name for p in params)
 
 
 def calls_in(node: cst.CSTNode) -> list[cst.Call]:

@@ -14,7 +14,7 @@ from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 class FunctionApplyInOp(Rule):
     """Reports ``SomeFunction.apply(...)``, for a Function defined in the same file, in the
     body of a ``custom_op`` or of a kernel registered on it, when no ``register_autograd``
-    for the op exists in the run.  The op is opaque to autograd: the Function's backward
+    for the op exists in the run (so, like AGL110, only ``autograd-lint check`` decides it).  The op is opaque to autograd: the Function's backward
     is never used."""
 
     code = "AGL116"
@@ -29,11 +29,12 @@ class FunctionApplyInOp(Rule):
 
     def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
         module = analysis.custom_ops
-        if module is None or not analysis.functions:
+        # Whether a register_autograd exists can only be said from the whole run (not under flake8).
+        if module is None or not analysis.functions or not module.whole_run or module.has_unresolved_registration:
             return
         functions = {f.qualname: f for f in analysis.functions}
         for op in own_ops(analysis):
-            if op.registered("autograd") or (op.op_name, "autograd") in {(t, k) for k, t in module.run_targets}:
+            if op.registered("autograd"):
                 continue
             bodies = [op.body] + [r.function.method for r in op.registered("kernel") if r.function]
             for body in bodies:
