@@ -13,9 +13,9 @@ from typing import Iterable, Sequence
 
 from autograd_lint import noqa
 from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze, syntax_check
+from autograd_lint.model.extract import is_decorated
 from autograd_lint.model.source import SourceFile
 from autograd_lint.model.spec import FunctionSpec
-from autograd_lint.model.extract import is_decorated
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Rule
 from autograd_lint.settings import Settings
@@ -118,7 +118,7 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
     Functions are recognised from the file alone and ``extra-function-bases``.
     """
     syntax_check(source)
-    analysis = analyze(source, {}, settings)
+    analysis = analyze(source, {}, settings, module_needs(settings))
     return SourceCheck(analysis.functions, check_analysis(analysis, settings))
 
 
