@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model.flow import bound_names, return_statements
+from autograd_lint.model.flow import return_statements
 from autograd_lint.rules._custom_ops import is_tensor_like_annotation, own_ops
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
@@ -60,8 +60,10 @@ class ReturnsInputAlias(Rule):
             body = op.body
             if body is None or not isinstance(body.node, cst.FunctionDef) or op.tags:
                 continue
-            inputs = {p.name for p in op.params if is_tensor_like_annotation(p.annotation)}
-            inputs -= bound_names(body.node)
+            model = body.semantic
+            if model is None:
+                continue
+            inputs = {p.name for p in op.params if is_tensor_like_annotation(p.annotation) and not model.is_rebound(p.name)}
             if not inputs:
                 continue
             for ret in return_statements(body.node):

@@ -8,7 +8,7 @@ import libcst as cst
 
 from autograd_lint.model import traverse
 from autograd_lint.model.exprs import dotted_name
-from autograd_lint.model.flow import bound_names, return_statements
+from autograd_lint.model.flow import return_statements
 from autograd_lint.rules._custom_ops import calls_in, registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
@@ -41,7 +41,10 @@ class FakeOutputMetadata(Rule):
             if not isinstance(fake and fake.node, cst.FunctionDef):
                 continue
             node = fake.node
-            params = {p.name.value for p in node.params.params} - bound_names(node)
+            model = fake.method.semantic if fake.method is not None else None
+            if model is None:
+                continue
+            params = {p.name.value for p in node.params.params if not model.is_rebound(p.name.value)}
             all_params = {p.name.value for p in (*node.params.params, *node.params.kwonly_params)}
             for ret in return_statements(node):
                 if isinstance(ret.value, cst.Name) and ret.value.value in params:
