@@ -98,7 +98,14 @@ KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "extra-function-bases": ("extra_bases", lambda v, w: qualified_names(_strings(v, w), w)),
     "allowed-ctx-tensor-attributes": ("allowed_ctx_tensor_attributes", lambda v, w: identifiers(_strings(v, w), w)),
     "surrogate-gradients": ("surrogate_gradients", _surrogate_gradients),
+    "uses-compile": ("uses_compile", lambda v, w: _boolean(v, w)),
 }
+
+
+def _boolean(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    return value
 
 
 def _display(path: Path) -> str:

@@ -43,7 +43,8 @@ def rule_page(rule: type[Rule]) -> str:
         ""
         if rule.enabled_by_default
         else f"\n\nOff by default: enable it with `--extend-select {rule.code}`, or with "
-        f'`extend-select = ["{rule.code}"]` in `[tool.autograd-lint]`.'
+        f'`extend-select = ["{rule.code}"]` in `[tool.autograd-lint]`'
+        + (", or for a project that compiles with `uses-compile = true` there." if rule.on_when_compiling else ".")
     )
     return (
         f"# {rule.code}: {rule.title}\n\n"

@@ -36,7 +36,8 @@ def is_selected(rule: type[Rule], settings: Settings, path: str | None = None) -
     explicit = _matches(rule.code, settings.extend_select) or _matches(rule.code, settings.select)
     if explicit is None:
         return False
-    if not rule.enabled_by_default and len(explicit) < len(rule.code) and explicit != rule.code:
+    enabled = rule.enabled_by_default or (rule.on_when_compiling and settings.uses_compile)
+    if not enabled and len(explicit) < len(rule.code) and explicit != rule.code:
         return False  # off-by-default rules need their own code in select
     ignored = _matches(rule.code, settings.ignore)
     if path is not None:
@@ -69,7 +70,7 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
     With ``honour_noqa``, findings that a ``# noqa`` comment on their line or a
     file-level directive silences (see :mod:`autograd_lint.noqa`) are left out.
     """
-    if not analysis.functions:
+    if not analysis.functions and analysis.custom_ops is None:
         return []  # most analysed files: no rule needs selecting
     rules = selected_rules(settings, analysis.source.path)
     if not rules:

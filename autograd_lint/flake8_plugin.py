@@ -24,6 +24,7 @@ from flake8.exceptions import ExecutionError
 
 from autograd_lint import __version__
 from autograd_lint.model.analysis import analyze
+from autograd_lint.model.custom_ops import mentions_custom_op
 from autograd_lint.config import ConfigError, identifiers, project_settings, qualified_names
 from autograd_lint.engine import check_analysis, module_needs
 from autograd_lint.noqa import file_noqa
@@ -106,7 +107,7 @@ class AutogradLintChecker:
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         text = "".join(self.lines)
-        if "Function" not in text and not self.settings.extra_bases:
+        if "Function" not in text and not self.settings.extra_bases and not mentions_custom_op(text):
             return
         source = SourceFile(self.filename, text, module_name(self.filename))
         try:

@@ -48,3 +48,6 @@ class Settings:
     # gen-tests: qualified names of surrogate-gradient Functions -> their reference ("" for none).
     surrogate_gradients: tuple[tuple[str, str], ...] = ()
     jobs: int | None = None
+    # The project runs its code under torch.compile: the compile-compatibility rules
+    # (those with ``on_when_compiling``) are on without being selected by code.
+    uses_compile: bool = False

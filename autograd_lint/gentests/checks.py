@@ -24,6 +24,7 @@ class Check(enum.Enum):
     NON_TENSOR_GRADS = "non_tensor_grads_are_none"
     SURROGATE_GRADIENTS = "surrogate_gradients"
     SURROGATE_REFERENCE = "surrogate_reference"
+    COMPILE_PARITY = "compile_parity"
 
     @property
     def harness_function(self) -> str:
@@ -40,6 +41,7 @@ _HARNESS_FUNCTIONS = {
     Check.NON_TENSOR_GRADS: "check_non_tensor_grads_are_none",
     Check.SURROGATE_GRADIENTS: "check_surrogate_gradients",
     Check.SURROGATE_REFERENCE: "check_surrogate_reference",
+    Check.COMPILE_PARITY: "check_compile_parity",
 }
 
 
@@ -52,8 +54,12 @@ def disables_grad_materialisation(spec: FunctionSpec) -> bool:
     )
 
 
-def checks_for(spec: FunctionSpec, inputs: FunctionInputs, surrogate: Surrogate | None = None) -> tuple[Check, ...]:
+def checks_for(
+    spec: FunctionSpec, inputs: FunctionInputs, surrogate: Surrogate | None = None, compile_parity: bool = False
+) -> tuple[Check, ...]:
     """The checks of ``spec``, in a fixed order; () when it has no backward.
+
+    ``compile_parity`` (``gen-tests --compile-parity``) adds eager vs compiled outputs and gradients.
 
     A surrogate-gradient Function gets no check that compares backward with the
     derivative of forward (gradcheck, gradgradcheck, forward AD, undefined
@@ -79,4 +85,6 @@ def checks_for(spec: FunctionSpec, inputs: FunctionInputs, surrogate: Surrogate 
         checks.append(Check.UNDEFINED_GRAD)
     if any(case.has_non_tensor for case in inputs.cases):
         checks.append(Check.NON_TENSOR_GRADS)
+    if compile_parity:
+        checks.append(Check.COMPILE_PARITY)
     return tuple(checks)

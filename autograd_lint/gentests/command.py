@@ -19,6 +19,7 @@ from autograd_lint.config import ConfigError, add_config_arguments, project_sett
 from autograd_lint.gentests import recording
 from autograd_lint.gentests.callsites import CallSite, find_call_sites, match_call_sites
 from autograd_lint.gentests.checks import checks_for
+from autograd_lint.gentests.custom_ops import op_targets, output_name as op_output_name, plan_op, render_op_module
 from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
@@ -44,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write nothing; exit 1 if a generated file is missing or stale")
     parser.add_argument("--force", action="store_true",
                         help="overwrite generated files even where they were edited")
+    parser.add_argument("--compile-parity", action="store_true",
+                        help="also compare eager and torch.compile(backend='aot_eager') outputs and gradients "
+                        "(slower: see docs/gen-tests.md)")
     add_config_arguments(parser)
 
 
@@ -92,12 +96,12 @@ def group_by_module(specs: list[FunctionSpec]) -> tuple[list[ModuleTarget], list
 
 def plan_function(
     spec: FunctionSpec, specs: list[FunctionSpec], sites: list[CallSite], recorded: recording.Recording,
-    surrogate: Surrogate | None = None,
+    surrogate: Surrogate | None = None, compile_parity: bool = False,
 ) -> FunctionPlan:
     inputs: FunctionInputs = choose_inputs(
         spec, recorded.cases_for(spec), match_call_sites(spec, sites, specs), default_sources(spec)
     )
-    return FunctionPlan(spec, inputs, checks_for(spec, inputs, surrogate), surrogate)
+    return FunctionPlan(spec, inputs, checks_for(spec, inputs, surrogate, compile_parity), surrogate)
 
 
 def _describe_only(analysis: object, settings: object) -> None:
@@ -149,6 +153,21 @@ def run(args: argparse.Namespace) -> int:
     origins: Counter[Origin] = Counter()
     stale: list[str] = []
     configured_surrogates = dict(settings.surrogate_gradients)
+
+    def emit(out_path: str, text: str, what: str) -> None:
+        state = file_state(out_path, text)
+        if state is FileState.UP_TO_DATE:
+            return
+        if args.check:
+            stale.append(out_path)
+            print(f"{out_path}: {state.value}")
+        elif state in (FileState.EDITED, FileState.FOREIGN) and not args.force:
+            why = "edited since it was generated" if state is FileState.EDITED else "not written by gen-tests"
+            report(f"{out_path}: {why}; not overwritten (use --force)")
+        else:
+            write_python_atomic(out_path, text)
+            print(f"wrote {out_path} ({what})")
+
     for target in targets:
         try:
             lines = read_source(target.path).text.splitlines()
@@ -162,25 +181,20 @@ def run(args: argparse.Namespace) -> int:
             except DeclarationError as error:
                 report(str(error))
                 surrogate = None
-            plans.append(plan_function(spec, specs, sites, recorded, surrogate))
+            plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity))
         origins.update(plan.inputs.origin for plan in plans)
         root_from_test = os.path.relpath(target.import_root, out_dir).replace(os.sep, "/")
         body = render_module(target.module, plans, root_from_test)
         display = os.path.relpath(target.path).replace(os.sep, "/")
         text = compose(header_comment(display, target.module), body)
-        out_path = os.path.join(args.out, output_name(target.module))
-        state = file_state(out_path, text)
-        if state is FileState.UP_TO_DATE:
-            continue
-        if args.check:
-            stale.append(out_path)
-            print(f"{out_path}: {state.value}")
-        elif state in (FileState.EDITED, FileState.FOREIGN) and not args.force:
-            why = "edited since it was generated" if state is FileState.EDITED else "not written by gen-tests"
-            report(f"{out_path}: {why}; not overwritten (use --force)")
-        else:
-            write_python_atomic(out_path, text)
-            print(f"wrote {out_path} ({len(plans)} Function(s))")
+        emit(os.path.join(args.out, output_name(target.module)), text, f"{len(plans)} Function(s)")
+    for op_target in op_targets([r.custom_ops for r in found.results if r.custom_ops is not None]):
+        op_plans = [plan_op(op, args.compile_parity) for op in op_target.ops]
+        root_from_test = os.path.relpath(import_root(op_target.path, op_target.module), out_dir).replace(os.sep, "/")
+        body = render_op_module(op_target.module, op_plans, root_from_test, op_target.registering)
+        display = os.path.relpath(op_target.path).replace(os.sep, "/")
+        emit(os.path.join(args.out, op_output_name(op_target.module)),
+             compose(header_comment(display, op_target.module), body), f"{len(op_plans)} custom op(s)")
 
     summary = ", ".join(f"{origins[origin]} {origin.value}" for origin in Origin)
     print(f"inputs of {sum(origins.values())} Function(s): {summary}")

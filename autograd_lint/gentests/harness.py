@@ -601,3 +601,31 @@ def check_surrogate_reference(function: Any, case: Case, reference: Callable[...
             "Either backward or the declared reference is wrong.",
             pytrace=False,
         )
+
+def check_compile_parity(function: Any, case: Case) -> None:
+    """Outputs and gradients agree between eager and ``torch.compile(backend="aot_eager")``;
+    with ``setup_context``, so do ``torch.func.grad`` eager and compiled."""
+    from autograd_lint.gentests.op_harness import compile_parity, weighted_sum  # it imports this module
+
+    def call(*args: Any) -> Any:
+        return function.apply(*args)
+
+    compile_parity(call, lambda: make_args(function, case))
+    if not torch.autograd.function._is_setup_context_defined(function.setup_context):
+        return
+    args = make_args(function, case)
+    position = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad), None)
+    if position is None:
+        return
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        full = list(args)
+        full[position] = x
+        outputs = _differentiable_outputs(function.apply(*full))
+        return sum(weighted_sum(o) for o in outputs)
+
+    x = args[position].detach()
+    eager = torch.func.grad(loss)(x)
+    torch._dynamo.reset()
+    compiled = torch.compile(torch.func.grad(loss), backend="aot_eager")(x)
+    torch.testing.assert_close(compiled, eager, msg=lambda m: f"torch.func.grad differs under torch.compile: {m}")

@@ -21,6 +21,7 @@ from typing import Mapping
 
 import libcst as cst
 
+from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, extract_custom_ops, mentions_custom_op
 from autograd_lint.model.extract import FUNCTION_BASES, ParsedUnit, extract_functions
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.locate import (
@@ -73,6 +74,8 @@ class FileAnalysis:
     whole_module: ParsedUnit | None = None
     # Qualified names of bases that are not known to be Functions (yet).
     open_refs: set[str] = field(default_factory=set)
+    # The custom ops the file defines and registers on; None for a file that has none.
+    custom_ops: CustomOpModule | None = None
 
 
 def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None = None) -> bool:
@@ -109,15 +112,31 @@ def analyze(
     known: Mapping[str, FunctionSpec],
     settings: Settings,
     needs: frozenset[ModuleNeed] = EVERY_NEED,
+    run_ops: RunCustomOps | None = None,
 ) -> FileAnalysis:
-    """Find and describe the Functions of ``source``; raises :class:`SourceError`.
+    """Find and describe the Functions and custom ops of ``source``; raises :class:`SourceError`.
 
     ``needs`` says what outside the Function classes the caller's rules look at
     (every need when the caller is not running rules, e.g. gen-tests).
+    ``run_ops`` holds the custom ops and registrations of the other files of the
+    run, once they are known (see :func:`autograd_lint.model.discovery.run`).
     """
     is_package = source.path.endswith("__init__.py")
     imports = ImportMap.from_text(source.text, source.module, is_package)
     analysis = FileAnalysis(source, imports)
+    _describe_functions(analysis, known, settings, needs)
+    if mentions_custom_op(source.text):
+        unit = analysis.whole_module or _parse_whole(source)
+        found = extract_custom_ops(unit, imports, source.module, run_ops)
+        if found.ops or found.foreign:
+            analysis.custom_ops = found
+    return analysis
+
+
+def _describe_functions(
+    analysis: FileAnalysis, known: Mapping[str, FunctionSpec], settings: Settings, needs: frozenset[ModuleNeed]
+) -> None:
+    source, imports = analysis.source, analysis.imports
     bases = FUNCTION_BASES | settings.extra_bases
 
     def is_function_base(name: str) -> bool:
@@ -126,7 +145,7 @@ def analyze(
 
     headers = outside_strings(candidate_headers(class_headers(source.text), is_function_base), source.text)
     if not headers:
-        return analysis
+        return
     names = "|".join(sorted({re.escape(h.name) for h in headers}))
     uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
     used = (ModuleNeed.FUNCTION_USES in needs and _is_used(source.text, uses)) or _apply_needs_module(
@@ -140,7 +159,6 @@ def analyze(
     analysis.functions = extraction.functions
     analysis.units = extraction.units
     analysis.open_refs = extraction.open_refs
-    return analysis
 
 
 def _is_used(text: str, uses: re.Pattern[str]) -> bool:

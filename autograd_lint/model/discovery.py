@@ -32,6 +32,7 @@ from autograd_lint.model.analysis import (
     mentions_function,
     syntax_check,
 )
+from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, mentions_custom_op
 from autograd_lint.model.locate import line_matches
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceError, SourceFile, read_source
@@ -103,6 +104,7 @@ class FileResult(Generic[T]):
     error: SourceError | None = None
     analysed: bool = True
     base_names: frozenset[str] | None = frozenset()
+    custom_ops: CustomOpModule | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,8 @@ class _Round(Generic[T]):
     extra_words: re.Pattern[str] | None = None
     # Later rounds: names of the Functions found in the previous round.
     mention: re.Pattern[str] | None = None
+    # The last round: the custom ops and registrations of every file.
+    run_ops: RunCustomOps | None = None
 
 
 # A task: (path, explicit, analyse whatever the text says)
@@ -127,9 +131,9 @@ def _analyse(source: SourceFile, explicit: bool, state: _Round[T]) -> FileResult
     try:
         if explicit:
             syntax_check(source)
-        analysis = analyze(source, state.known, state.settings, state.needs)
+        analysis = analyze(source, state.known, state.settings, state.needs, run_ops=state.run_ops)
         result = state.job(analysis, state.settings)
-        return FileResult(source.path, analysis.functions, analysis.open_refs, result)
+        return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
     except SourceError as error:
         return FileResult(source.path, error=error)
     except Exception as error:
@@ -150,7 +154,12 @@ def _run_task(task: _Task, state: _Round[T]) -> FileResult[T]:
     if state.mention is not None:
         wanted = force or state.mention.search(source.text) is not None
     else:
-        wanted = force or explicit or mentions_function(path, source.text, state.extra_words)
+        wanted = (
+            force
+            or explicit
+            or mentions_function(path, source.text, state.extra_words)
+            or mentions_custom_op(source.text)
+        )
     if wanted:
         return _analyse(source, explicit, state)
     return FileResult(path, analysed=False, base_names=_base_names(source.text))
@@ -235,9 +244,36 @@ def run(
             if (result.analysed and result.open_refs & new.keys())
             or (not result.analysed and (result.base_names is None or result.base_names & top_names))
         ]
+    _link_custom_ops(results, targets, state)
     errors.extend(r.error for r in results.values() if r.error is not None)
     ordered = [results[p] for p in sorted(results) if results[p].analysed and results[p].error is None]
     return Run(ordered, errors, files_seen=len(targets))
+
+
+def _link_custom_ops(results: dict[str, FileResult[T]], targets: Mapping[str, bool], state: _Round[T]) -> None:
+    """Analyse again, with every file's custom ops and registrations known, the files that have some.
+
+    A registration may sit in another file than its op (``register_fake("ns::op")``
+    in a ``fake_impls.py``), and whether an op has a fake kernel at all can only be
+    said from the whole run.  Files with custom ops are few, so they are read twice.
+    """
+    holders = [path for path, result in results.items() if result.custom_ops is not None]
+    if not holders:
+        return
+    modules = [results[path].custom_ops for path in holders]
+    run_ops = RunCustomOps(
+        ops=tuple(op for module in modules if module for op in module.ops),
+        registrations=tuple(
+            registration
+            for module in modules
+            if module
+            for registration in [r for op in module.ops for r in op.registrations] + module.foreign
+        ),
+        has_unresolved_registration=any(module.has_unresolved_registration for module in modules if module),
+    )
+    last = _Round(state.known, state.settings, state.job, state.needs, run_ops=run_ops)
+    for result in _run_round([(path, targets[path], True) for path in holders], last):
+        results[result.path] = result
 
 
 def _base_names(text: str) -> frozenset[str] | None:

@@ -78,6 +78,13 @@ class ParsedUnit:
         start = self._positions[node].start
         return Position(start.line + self.line_offset, start.column + self.column_offset)
 
+    def add_positions(self, original: cst.CSTNode, made: Sequence[cst.CSTNode]) -> None:
+        """Give nodes built from ``original`` (not parsed from the file) its position."""
+        positions = dict(self._positions)
+        for node in made:
+            positions[node] = positions[original]
+        self._positions = positions
+
     def end_line(self, node: cst.CSTNode) -> int:
         return self._positions[node].end.line + self.line_offset
 
@@ -415,8 +422,12 @@ class MethodBuilder:
         imports: ImportMap,
         owner: FunctionSpec,
         tensor_params: frozenset[str] = frozenset(),
+        role: str | None = None,
     ) -> None:
+        """``role`` is the method PyTorch calls the function as, when its name doesn't say
+        (a custom op's registered backward: ``role="backward"``)."""
         self.node = node
+        self.role = role or node.name.value
         self.unit = unit
         self.imports = imports
         self.owner = owner
@@ -443,7 +454,7 @@ class MethodBuilder:
         self.param_kinds = {
             p.name: self.semantic.param_kind(p.name)
             for p in positional
-            if p.name != self.ctx or node.name.value == "forward"
+            if p.name != self.ctx or self.role == "forward"
         }
 
     # -- small pieces -----------------------------------------------------------
@@ -517,7 +528,7 @@ class MethodBuilder:
     def _declared_kinds(self, positional: Sequence[Param], ctx_index: int) -> dict[str, Kind]:
         """Kinds known from the method's role: backward/vjp's gradient parameters are tensors
         (``None`` only with ``set_materialize_grads(False)``, which AGL012 checks)."""
-        if self.node.name.value not in ("backward", "vjp"):
+        if self.role not in ("backward", "vjp"):
             return {}
         grads = positional[ctx_index + 1 :]
         return {p.name: Kind.TENSOR for p in grads if not p.annotation}

@@ -181,6 +181,8 @@ class Rule:
     # What the rule looks at outside the Function classes; the analysis parses a
     # whole module only when a selected rule needs something its text shows.
     needs: ClassVar[frozenset["ModuleNeed"]] = frozenset()
+    # Off by default, but on for a project whose configuration says ``uses-compile = true``.
+    on_when_compiling: ClassVar[bool] = False
     VALID: ClassVar[list[Valid]]
     INVALID: ClassVar[list[Invalid]]
 

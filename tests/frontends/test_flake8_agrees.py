@@ -23,6 +23,8 @@ def fixture_set(directory: Path) -> list[Path]:
         target.write_text(source.read_text())
         files.append(target)
     for rule in all_rules():
+        if 101 <= int(rule.code[3:]) <= 117:
+            continue  # custom-op examples link across files by op name: see tests/customops/test_model.py
         for kind, examples in (("invalid", rule.INVALID), ("valid", rule.VALID)):
             for index, example in enumerate(examples):
                 target = directory / f"{rule.code.lower()}_{kind}_{index}.py"

@@ -1,0 +1,186 @@
+"""AGL103: setup_context unpacks ``inputs`` into another number of names than the op has positional parameters."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_lint.model.flow import ScopeVisitor
+from autograd_lint.model import traverse
+from autograd_lint.rules._common import plural
+from autograd_lint.rules._custom_ops import registrations
+from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+
+def _unpackings(node: cst.FunctionDef, name: str) -> list[tuple[cst.Assign, int]]:
+    """``a, b = name`` statements (no starred target) in ``node``'s own body, with their target counts;
+    none once ``name`` is rebound."""
+    found: list[tuple[cst.Assign, int]] = []
+    rebound = False
+
+    class _Visitor(ScopeVisitor):
+        def visit_Assign(self, assign: cst.Assign) -> None:
+            nonlocal rebound
+            for target in assign.targets:
+                element = target.target
+                if isinstance(element, cst.Name) and element.value == name:
+                    rebound = True
+                if (
+                    not rebound
+                    and isinstance(element, (cst.Tuple, cst.List))
+                    and isinstance(assign.value, cst.Name)
+                    and assign.value.value == name
+                    and not any(isinstance(e, cst.StarredElement) for e in element.elements)
+                ):
+                    found.append((assign, len(element.elements)))
+
+    if isinstance(node.body, cst.IndentedBlock):
+        for statement in node.body.body:
+            traverse.visit(statement, _Visitor())
+    return found
+
+
+class SetupContextUnpacking(Rule):
+    """Reports ``a, b = inputs`` in a custom op's ``setup_context`` when the number of names
+    differs from the op's positional parameters.  ``inputs`` holds every positional
+    argument, with defaults filled in (keyword-only ones come in ``keyword_only_inputs``)."""
+
+    code = "AGL103"
+    title = "setup_context unpacks inputs into the wrong number of names"
+    severity = Severity.ERROR
+    why = (
+        "`inputs` has as many elements as the op has positional parameters, so the unpacking fails at the "
+        "first differentiable call: `ValueError: too many values to unpack (expected 1)` (PyTorch's own "
+        "`opcheck` docstring example has this bug)."
+    )
+
+    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+        for op, registration in registrations(analysis, "autograd"):
+            setup = registration.setup_context
+            if setup is None or not isinstance(setup.node, cst.FunctionDef) or setup.method is None:
+                continue
+            if any(p.kind.value == "*args" for p in op.params):
+                continue
+            inputs = next((p for p in setup.method.params if p.name == "inputs"), None)
+            if inputs is None:
+                continue
+            expected = len(op.positional)
+            unit = analysis.custom_ops.unit
+            for assign, count in _unpackings(setup.node, "inputs"):
+                if count != expected:
+                    yield Report(
+                        unit.position(assign),
+                        f"setup_context `{setup.name}` unpacks inputs into {plural(count, 'name')} but {op.display} "
+                        f"has {plural(expected, 'positional parameter')} ({', '.join(p.name for p in op.positional)}):"
+                        f" ValueError at the first differentiable call",
+                    )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::mul", mutates_args=())
+            def mul(x: Tensor, y: float) -> Tensor:
+                return x * y
+
+            def setup_context(ctx, inputs, output):
+                x, y = inputs
+                ctx.y = y
+
+            mul.register_autograd(lambda ctx, g: (g * ctx.y, None), setup_context=setup_context)
+            """
+        ),
+        # Defaults are filled in: three names for three parameters.
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::scale", mutates_args=())
+            def scale(x: Tensor, a: float = 1.0, b: bool = False) -> Tensor:
+                return x * a
+
+            def setup_context(ctx, inputs, output):
+                _, a, _ = inputs
+                ctx.a = a
+
+            scale.register_autograd(lambda ctx, g: (g * ctx.a, None, None), setup_context=setup_context)
+            """
+        ),
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::mul", mutates_args=())
+            def mul(x: Tensor, y: float) -> Tensor:
+                return x * y
+
+            def setup_context(ctx, inputs, output):
+                x, *rest = inputs
+                ctx.y = rest[0]
+
+            mul.register_autograd(lambda ctx, g: (g * ctx.y, None), setup_context=setup_context)
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::mul", mutates_args=())
+            def mul(x: Tensor, y: float) -> Tensor:
+                return x * y
+
+            def setup_context(ctx, inputs, output):
+                y, = inputs
+                ctx.y = y
+
+            mul.register_autograd(lambda ctx, g: (g * ctx.y, None), setup_context=setup_context)
+            """,
+            line=9,
+            message="unpacks inputs into 1 name",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::scale", mutates_args=())
+            def scale(x: Tensor, a: float = 1.0, b: bool = False) -> Tensor:
+                return x * a
+
+            def setup_context(ctx, inputs, output):
+                x, a = inputs
+                ctx.a = a
+
+            scale.register_autograd(lambda ctx, g: (g * ctx.a, None, None), setup_context=setup_context)
+            """,
+            message="3 positional parameters",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::sin", mutates_args=())
+            def sin(x: Tensor) -> Tensor:
+                return x.sin()
+
+            def setup_context(ctx, inputs, output):
+                x, out = inputs
+                ctx.save_for_backward(x)
+
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return grad * x.cos()
+
+            torch.library.register_autograd("demo::sin", backward, setup_context=setup_context)
+            """,
+        ),
+    ]

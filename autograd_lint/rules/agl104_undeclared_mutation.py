@@ -1,0 +1,131 @@
+"""AGL104: a custom op writes to a parameter that ``mutates_args`` does not name."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_lint.model.flow import inplace_writes, method_body
+from autograd_lint.rules._custom_ops import is_tensor_like_annotation, own_ops
+from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+
+class UndeclaredMutation(Rule):
+    """Reports an in-place write (``p.add_()``, ``p.copy_(...)``, ``p[...] = ...``, ``out=p``,
+    ``torch.foo_(p)``) to a Tensor parameter of a ``custom_op`` function, or of a kernel
+    registered on it, when ``mutates_args`` does not name that parameter.  Writes after the
+    parameter is rebound (``p = p.clone()``) are not reported."""
+
+    code = "AGL104"
+    title = "custom op mutates a parameter missing from mutates_args"
+    severity = Severity.WARNING
+    why = (
+        "`mutates_args` \"MUST be accurate, otherwise, the behavior is undefined\": eager is right, but "
+        "`torch.compile` (aot_eager and inductor alike) may drop or reorder the call when the op returns "
+        "nothing or its result is unused, and the mutated tensor silently keeps its old value. "
+        "`torch.library.opcheck` fails in `test_schema` with `Argument out is not defined as mutable but was "
+        "mutated`."
+    )
+
+    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+        unit = analysis.custom_ops.unit if analysis.custom_ops else None
+        for op in own_ops(analysis):
+            if not isinstance(op.mutates_args, tuple):
+                continue
+            undeclared = {p.name for p in op.params if is_tensor_like_annotation(p.annotation)} - set(op.mutates_args)
+            if not undeclared:
+                continue
+            bodies = [op.body] + [r.function.method for r in op.registered("kernel") if r.function]
+            for body in bodies:
+                if body is None or not isinstance(body.node, cst.FunctionDef) or body.path != op.path:
+                    continue
+                tracked = {p.name for p in body.params} & undeclared if body is not op.body else undeclared
+                if body is not op.body:  # a kernel's parameters are the op's, by position
+                    names = [p.name for p in body.positional]
+                    tracked = {names[i] for i, p in enumerate(op.positional) if i < len(names) and p.name in undeclared}
+                for write in inplace_writes(method_body(body.node), set(tracked), analysis.imports, lambda _: True):
+                    parameter = write.name if body is op.body else op.positional[[p.name for p in body.positional].index(write.name)].name
+                    yield Report(
+                        unit.position(write.node),
+                        f"{op.display} writes to `{parameter}` in place ({write.how}) but mutates_args="
+                        f"{_shown(op.mutates_args)} does not name it: silently wrong under torch.compile when the "
+                        f"call's result is unused; add \"{parameter}\" to mutates_args",
+                    )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::sin_out", mutates_args=("out",))
+            def sin_out(x: Tensor, out: Tensor) -> None:
+                out.copy_(x.sin())
+            """
+        ),
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::relu", mutates_args=())
+            def relu(x: Tensor) -> Tensor:
+                x = x.clone()
+                x.clamp_(min=0)
+                return x
+            """
+        ),
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::fill", mutates_args="unknown")
+            def fill(x: Tensor, value: float) -> None:
+                x.fill_(value)
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::sin_out", mutates_args=())
+            def sin_out(x: Tensor, out: Tensor) -> None:
+                out.copy_(x.sin())
+            """,
+            line=6,
+            message="writes to `out` in place (copy_())",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::update", mutates_args=("cache",))
+            def update(cache: Tensor, index: Tensor, values: Tensor) -> None:
+                cache[index] = values
+                index += 1
+            """,
+            line=7,
+            message="`index`",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::add_into", mutates_args=())
+            def add_into(x: Tensor, y: Tensor, out: Tensor) -> None:
+                torch.add(x, y, out=out)
+            """,
+            message="out=",
+        ),
+    ]
+
+
+def _shown(names: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f'"{n}"' for n in names) + ("," if len(names) == 1 else "") + ")"

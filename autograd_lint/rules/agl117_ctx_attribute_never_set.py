@@ -1,0 +1,306 @@
+"""AGL117: backward reads a ctx attribute that forward / setup_context never set."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable, Iterator
+
+import libcst as cst
+
+from autograd_lint.model import traverse
+from autograd_lint.rules._custom_ops import registrations
+from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+
+# What a ctx (a BackwardCFunction) has without being told: `dir(ctx)` in a backward, torch 2.13.
+CTX_BUILTINS = frozenset(
+    """
+    apply apply_boxed apply_jvp dirty_tensors mark_dirty mark_non_differentiable mark_shared_storage
+    materialize_grads maybe_clear_saved_tensors metadata name needs_input_grad next_functions
+    non_differentiable register_hook register_prehook requires_grad save_for_backward save_for_forward
+    saved_for_forward saved_tensors saved_variables set_materialize_grads to_save
+    _autograd_function_id _compiled_autograd_backward_state _compiled_autograd_key _forward_cls
+    _get_compiled_autograd_symints _get_user_fn _input_metadata _is_pure_view _materialize_non_diff_grads
+    _raw_saved_tensors _register_hook _register_hook_dict _sequence_nr _set_sequence_nr
+    """.split()
+)
+
+
+class _CtxUses(cst.CSTVisitor):
+    """Attribute reads and writes of ``ctx`` in a function (nested scopes included), and
+    whether ``ctx`` is used any other way (passed on, ``setattr``, ``getattr``)."""
+
+    def __init__(self, ctx: str) -> None:
+        self.ctx = ctx
+        self.reads: list[tuple[str, cst.Attribute]] = []
+        self.writes: set[str] = set()
+        self.escapes = False
+        self._receivers: set[int] = set()
+        self._targets: set[int] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name) and node.value.value == self.ctx:
+            self._receivers.add(id(node.value))
+            if id(node) in self._targets:
+                self.writes.add(node.attr.value)
+            else:
+                self.reads.append((node.attr.value, node))
+
+    def _mark_targets(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Attribute):
+            self._targets.add(id(target))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._mark_targets(element.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._mark_targets(target.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._mark_targets(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._mark_targets(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._mark_targets(node.target)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self.escapes = True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.ctx and id(node) not in self._receivers:
+            self.escapes = True
+
+
+def ctx_uses(node: cst.FunctionDef | cst.Lambda, ctx: str | None) -> _CtxUses | None:
+    if ctx is None:
+        return None
+    uses = _CtxUses(ctx)
+    body = node.body
+    if isinstance(body, cst.BaseExpression):
+        traverse.visit(body, uses)
+    else:
+        for statement in body.body if isinstance(body, cst.IndentedBlock) else (body,):
+            traverse.visit(statement, uses)
+    return uses
+
+
+def _first_param(node: cst.FunctionDef | cst.Lambda | None) -> str | None:
+    if node is None:
+        return None
+    params = [*node.params.posonly_params, *node.params.params]
+    return params[0].name.value if params else None
+
+
+def never_set(
+    readers: Iterable[cst.FunctionDef | cst.Lambda | None], writers: Iterable[cst.FunctionDef | cst.Lambda | None]
+) -> list[tuple[str, cst.Attribute, set[str]]] | None:
+    """(attribute, read node, attributes set) for each read of an attribute no writer sets;
+    None when some writer or reader can't be followed (ctx passed on, or code not at hand)."""
+    written: set[str] = set()
+    read: list[tuple[str, cst.Attribute]] = []
+    for node in (*readers, *writers):
+        if node is None:
+            return None
+    for node in writers:
+        uses = ctx_uses(node, _first_param(node))
+        if uses is None or uses.escapes:
+            return None
+        written |= uses.writes
+    for node in readers:
+        uses = ctx_uses(node, _first_param(node))
+        if uses is None or uses.escapes:
+            return None
+        written |= uses.writes
+        read.extend(uses.reads)
+    return [
+        (name, node, written)
+        for name, node in read
+        if name not in written and name not in CTX_BUILTINS and not name.startswith("__")
+    ]
+
+
+def _message(where: str, name: str, written: set[str], setter: str) -> str:
+    close = difflib.get_close_matches(name, sorted(written), n=1)
+    hint = f" (did you mean ctx.{close[0]}, which {setter} sets?)" if close else ""
+    return f"{where} reads ctx.{name}, which {setter} never sets: AttributeError when backward runs{hint}"
+
+
+class CtxAttributeNeverSet(Rule):
+    """Reports a read of ``ctx.<name>`` in ``backward`` (or ``vjp``/``jvp``) of an
+    ``autograd.Function``, or in a backward handed to ``register_autograd``, when no method
+    that fills ctx (forward in combined style, ``setup_context``, or backward itself) ever
+    assigns ``ctx.<name>``.  Silent when ctx is passed to other code (a helper, ``setattr``)
+    or a base class can't be read."""
+
+    code = "AGL117"
+    title = "backward reads a ctx attribute that is never set"
+    severity = Severity.ERROR
+    why = (
+        "Typically a typo (`ctx.lamda` set, `ctx.lambd` read); eager forward succeeds and the first backward "
+        "fails: `AttributeError: 'FBackward' object has no attribute 'lambd'`."
+    )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        function = ctx.function
+        if not function.knows_all_methods:
+            return
+        readers = [m for m in (function.method(n) for n in ("backward", "vjp", "jvp")) if m is not None]
+        split = function.is_split_style
+        if split is None or not readers:
+            return
+        writers = [function.method("setup_context") if split else function.method("forward")]
+        if any(w is None for w in writers) or not all(ctx.own(m) or ctx.unit(m) for m in (*readers, *writers)):
+            return
+        found = never_set([m.node for m in readers], [m.node for m in writers if m is not None])
+        if not found:
+            return
+        setter = "setup_context" if split else "forward"
+        for name, node, written in found:
+            if function.attribute(name) is not None:
+                continue  # a class attribute: not on ctx, but leave the odd cases alone
+            method = next(m for m in readers if m.node is not None and _contains(m.node, node))
+            if not ctx.own(method):
+                continue
+            yield Report(ctx.position(method, node), _message(f"{function.name}.{method.name}", name, written, setter))
+
+    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+        for op, registration in registrations(analysis, "autograd"):
+            backward = registration.function
+            if backward is None or backward.node is None or registration.setup_context_unknown:
+                continue
+            writers = [registration.setup_context.node] if registration.setup_context else []
+            found = never_set([backward.node], writers)
+            for name, node, written in found or ():
+                yield Report(
+                    analysis.custom_ops.unit.position(node),
+                    _message(f"backward `{backward.name}` of {op.display}", name, written, "setup_context"),
+                )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Shrink(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, lambd):
+                    ctx.lambd = lambd
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, g):
+                    return -ctx.lambd * g, None
+            """
+        ),
+        # ctx is handed to a helper that may set anything.
+        Valid(
+            """
+            import torch
+
+            def remember(ctx, **values):
+                for key, value in values.items():
+                    setattr(ctx, key, value)
+
+            class Shrink(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, lambd):
+                    remember(ctx, lambd=lambd)
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, g):
+                    return -ctx.lambd * g, None
+            """
+        ),
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::mul", mutates_args=())
+            def mul(x: Tensor, y: float) -> Tensor:
+                return x * y
+
+            def setup_context(ctx, inputs, output):
+                ctx.y = inputs[1]
+
+            def backward(ctx, grad):
+                if ctx.needs_input_grad[0]:
+                    return grad * ctx.y, None
+                return None, None
+
+            mul.register_autograd(backward, setup_context=setup_context)
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class F(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, lambd):
+                    ctx.lamda = lambd
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, g):
+                    return -ctx.lambd * g, None
+            """,
+            line=11,
+            message="did you mean ctx.lamda",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(x, s):
+                    return x * s
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.save_for_backward(inputs[0])
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g * ctx.s, None
+            """,
+            message="reads ctx.s, which setup_context never sets",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::mul", mutates_args=())
+            def mul(x: Tensor, y: float) -> Tensor:
+                return x * y
+
+            def setup_context(ctx, inputs, output):
+                ctx.factor = inputs[1]
+
+            mul.register_autograd(lambda ctx, g: (g * ctx.y, None), setup_context=setup_context)
+            """,
+            message="backward `<lambda>` of demo::mul reads ctx.y",
+        ),
+    ]
+
+
+def _contains(root: cst.CSTNode, target: cst.CSTNode) -> bool:
+    class _Find(cst.CSTVisitor):
+        found = False
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if node is target:
+                self.found = True
+            return not self.found
+
+    finder = _Find()
+    traverse.visit(root, finder)
+    return finder.found
+

@@ -1,0 +1,144 @@
+"""AGL152: forward reads tensor data with .item() or .tolist()."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_lint.rules._custom_ops import calls_in
+from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+
+
+class DataDependentForward(Rule):
+    """Reports ``.item()`` and ``.tolist()`` calls in a Function's ``forward`` or
+    ``setup_context`` (compile compatibility family: off unless selected or
+    ``uses-compile = true``)."""
+
+    code = "AGL152"
+    title = "forward calls .item() or .tolist() (fails under torch.compile fullgraph)"
+    severity = Severity.INFO
+    enabled_by_default = False
+    on_when_compiling = True
+    why = (
+        "Dynamo speculates forward into one higher-order op; a data-dependent Python number inside it fails "
+        "with `fullgraph=True` on torch 2.13: `InternalTorchDynamoError: PendingUnbackedSymbolNotFound: "
+        "Pending unbacked symbols {zuf1} not in returned outputs`. Without `fullgraph` the graph breaks."
+    )
+
+    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
+        for name in ("forward", "setup_context"):
+            method = ctx.function.methods.get(name)
+            if method is None or method.node is None or ctx.unit(method) is None:
+                continue
+            for call in calls_in(method.node):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist") and not call.args:
+                    yield Report(
+                        ctx.position(method, call),
+                        f"{ctx.function.name}.{name} calls `.{func.attr.value}()`: torch.compile graph-breaks "
+                        "here (an error under fullgraph=True); keep the value a tensor",
+                    )
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    s = x.sum()
+                    ctx.save_for_backward(s)
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, g):
+                    (s,) = ctx.saved_tensors
+                    return g * s
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g * g.sum().item()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            class Pick(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, index: int):
+                    ctx.index = index
+                    return x[index].clone()
+
+                @staticmethod
+                def backward(ctx, g):
+                    return None, None
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Item(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.s = x.sum().item()
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g * ctx.s
+            """,
+            line=6,
+            message="`.item()`",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Shapes(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, lengths):
+                    ctx.lengths = lengths.tolist()
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g * 2, None
+            """,
+            message="`.tolist()`",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Split(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    return x * 2
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.m = inputs[0].max().item()
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g * 2
+            """,
+            message="setup_context calls",
+        ),
+    ]
