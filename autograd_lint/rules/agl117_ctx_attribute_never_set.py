@@ -9,7 +9,7 @@ import libcst as cst
 
 from autograd_lint.model import traverse
 from autograd_lint.rules._custom_ops import registrations
-from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
 # What a ctx (a BackwardCFunction) has without being told: `dir(ctx)` in a backward, torch 2.13.
 CTX_BUILTINS = frozenset(
@@ -128,11 +128,10 @@ def _message(where: str, name: str, written: set[str], setter: str) -> str:
 
 
 class CtxAttributeNeverSet(Rule):
-    """Reports a read of ``ctx.<name>`` in ``backward`` (or ``vjp``/``jvp``) of an
-    ``autograd.Function``, or in a backward handed to ``register_autograd``, when no method
-    that fills ctx (forward in combined style, ``setup_context``, or backward itself) ever
-    assigns ``ctx.<name>``.  Silent when ctx is passed to other code (a helper, ``setattr``)
-    or a base class can't be read."""
+    """Reports a read of ``ctx.<name>`` in a backward handed to ``register_autograd`` when
+    the ``setup_context`` registered with it never assigns ``ctx.<name>``.  Silent when ctx
+    is passed to other code (a helper, ``setattr``) or the setup_context can't be read.
+    The same mistake in an ``autograd.Function`` is AGL031's."""
 
     code = "AGL117"
     title = "backward reads a ctx attribute that is never set"
@@ -141,29 +140,6 @@ class CtxAttributeNeverSet(Rule):
         "Typically a typo (`ctx.lamda` set, `ctx.lambd` read); eager forward succeeds and the first backward "
         "fails: `AttributeError: 'FBackward' object has no attribute 'lambd'`."
     )
-
-    def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
-        function = ctx.function
-        if not function.knows_all_methods:
-            return
-        readers = [m for m in (function.method(n) for n in ("backward", "vjp", "jvp")) if m is not None]
-        split = function.is_split_style
-        if split is None or not readers:
-            return
-        writers = [function.method("setup_context") if split else function.method("forward")]
-        if any(w is None for w in writers) or not all(ctx.own(m) or ctx.unit(m) for m in (*readers, *writers)):
-            return
-        found = never_set([m.node for m in readers], [m.node for m in writers if m is not None])
-        if not found:
-            return
-        setter = "setup_context" if split else "forward"
-        for name, node, written in found:
-            if function.attribute(name) is not None:
-                continue  # a class attribute: not on ctx, but leave the odd cases alone
-            method = next(m for m in readers if m.node is not None and _contains(m.node, node))
-            if not ctx.own(method):
-                continue
-            yield Report(ctx.position(method, node), _message(f"{function.name}.{method.name}", name, written, setter))
 
     def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
         for op, registration in registrations(analysis, "autograd"):
@@ -179,14 +155,15 @@ class CtxAttributeNeverSet(Rule):
                 )
 
     VALID = [
+        # An autograd.Function's typo is AGL031's finding, not this rule's.
         Valid(
             """
             import torch
 
-            class Shrink(torch.autograd.Function):
+            class F(torch.autograd.Function):
                 @staticmethod
                 def forward(ctx, x, lambd):
-                    ctx.lambd = lambd
+                    ctx.lamda = lambd
                     return x * 2
 
                 @staticmethod
@@ -194,24 +171,24 @@ class CtxAttributeNeverSet(Rule):
                     return -ctx.lambd * g, None
             """
         ),
-        # ctx is handed to a helper that may set anything.
+        # setup_context hands ctx to a helper that may set anything.
         Valid(
             """
             import torch
+            from torch import Tensor
 
             def remember(ctx, **values):
                 for key, value in values.items():
                     setattr(ctx, key, value)
 
-            class Shrink(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x, lambd):
-                    remember(ctx, lambd=lambd)
-                    return x * 2
+            @torch.library.custom_op("demo::mul", mutates_args=())
+            def mul(x: Tensor, y: float) -> Tensor:
+                return x * y
 
-                @staticmethod
-                def backward(ctx, g):
-                    return -ctx.lambd * g, None
+            def setup_context(ctx, inputs, output):
+                remember(ctx, y=inputs[1])
+
+            mul.register_autograd(lambda ctx, g: (g * ctx.y, None), setup_context=setup_context)
             """
         ),
         Valid(
@@ -239,36 +216,39 @@ class CtxAttributeNeverSet(Rule):
         Invalid(
             """
             import torch
+            from torch import Tensor
 
-            class F(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x, lambd):
-                    ctx.lamda = lambd
-                    return x * 2
+            @torch.library.custom_op("demo::shrink", mutates_args=())
+            def shrink(x: Tensor, lambd: float) -> Tensor:
+                return x * 2
 
-                @staticmethod
-                def backward(ctx, g):
-                    return -ctx.lambd * g, None
+            def setup_context(ctx, inputs, output):
+                ctx.lamda = inputs[1]
+
+            def backward(ctx, g):
+                return -ctx.lambd * g, None
+
+            shrink.register_autograd(backward, setup_context=setup_context)
             """,
-            line=11,
+            line=12,
             message="did you mean ctx.lamda",
         ),
         Invalid(
             """
             import torch
+            from torch import Tensor
 
-            class Scale(torch.autograd.Function):
-                @staticmethod
-                def forward(x, s):
-                    return x * s
+            @torch.library.custom_op("demo::scale", mutates_args=())
+            def scale(x: Tensor, s: float) -> Tensor:
+                return x * s
 
-                @staticmethod
-                def setup_context(ctx, inputs, output):
-                    ctx.save_for_backward(inputs[0])
+            def setup_context(ctx, inputs, output):
+                ctx.save_for_backward(inputs[0])
 
-                @staticmethod
-                def backward(ctx, g):
-                    return g * ctx.s, None
+            def backward(ctx, g):
+                return g * ctx.s, None
+
+            torch.library.register_autograd("demo::scale", backward, setup_context=setup_context)
             """,
             message="reads ctx.s, which setup_context never sets",
         ),
@@ -289,18 +269,3 @@ class CtxAttributeNeverSet(Rule):
             message="backward `<lambda>` of demo::mul reads ctx.y",
         ),
     ]
-
-
-def _contains(root: cst.CSTNode, target: cst.CSTNode) -> bool:
-    class _Find(cst.CSTVisitor):
-        found = False
-
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            if node is target:
-                self.found = True
-            return not self.found
-
-    finder = _Find()
-    traverse.visit(root, finder)
-    return finder.found
-
