@@ -460,7 +460,7 @@ double.register_autograd(lambda ctx, g: g * 2)
         generated_fails=False,
     ),
     Repro(  # ctx_attr_typo.py
-        "ctx_attribute_typo", "AGL117",
+        "ctx_attribute_typo", "AGL031",  # an autograd.Function: AGL031 (AGL117 is for registered backwards)
         HEADER + '''
 class F(torch.autograd.Function):
     @staticmethod
