@@ -138,9 +138,11 @@ class MaterializeGradsOff(Rule):
     setup_context, the engine passes ``None`` instead of zeros for outputs that get no
     gradient.  This rule reports the first place in backward, vjp or jvp that uses a
     grad parameter in arithmetic, as the receiver of a method call, or as an argument of
-    a tensor-valued ``torch`` op, with no ``is None``/``is not None`` test (or
-    ``isinstance``/truth test) on it in an earlier statement or the same one.  That is more lenient than dominance: a test anywhere
-    before the use silences it, as syntax can't follow every way of handling None."""
+    a tensor-valued ``torch`` op, where the parameter's own value reaches the use (not
+    only a rebinding), with no ``is None``/``is not None`` test (or ``isinstance``/truth
+    test) on it in an earlier statement or the same one.  That is more lenient than
+    dominance: a test anywhere before the use silences it, as syntax can't follow every
+    way of handling None."""
 
     code = "AGL012"
     title = "`set_materialize_grads(False)` but backward does not handle `None`"
