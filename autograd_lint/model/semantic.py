@@ -350,7 +350,7 @@ def build(
     found = _evidence(model, first.marks, Kind.UNKNOWN)
     # A parameter annotated `float` that the body hands to torch.sigmoid is not known
     # to be a non-tensor after all: the body outranks the annotation.
-    contradicted = _evidence(model, first.marks, Kind.NON_TENSOR) - {
+    contradicted = _evidence(model, first.marks - first.api_marks, Kind.NON_TENSOR) - {
         p.name.value for p in _param_nodes(node) if p.star
     }
     if not found and not contradicted:
@@ -419,6 +419,7 @@ class _Walker:
         self.declared = declared
         self.evidence = evidence
         self.contradicted = contradicted
+        self.api_marks: set[int] = set()
         self.marks: set[int] = set()
         self.loop_exits: list[list[_Env]] = []
         self.order: list[Binding] = []  # every binding made by the walk, in walk order
@@ -869,6 +870,8 @@ class _Walker:
                     self._flow(Sink.CTX_API, node, arg.value, method, position)
                     if method != "save_for_forward":
                         self._mark(arg.value)
+                        # ...but no proof against an annotation: passing an int there is the bug AGL004 reports.
+                        self.api_marks.add(id(arg.value))
             else:
                 if method in EVIDENCE_METHODS or is_inplace_name(method):
                     self._mark(receiver)

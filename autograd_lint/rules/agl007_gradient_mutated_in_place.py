@@ -152,7 +152,7 @@ class GradientMutatedInPlace(Rule):
 
     code = "AGL007"
     title = "backward mutates an incoming gradient in place"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     why = (
         "Silently wrong gradients that depend on execution order: the gradient tensor may be "
         "shared with another branch of the graph (`s = Id.apply(b) + F.apply(a)` where "

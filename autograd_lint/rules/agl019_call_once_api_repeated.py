@@ -42,7 +42,7 @@ class CallOnceApiRepeated(Rule):
 
     code = "AGL019"
     title = "a call-once ctx API is called more than once"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     why = (
         "The last call wins without warning. `save_for_backward(a); save_for_backward(b)`: "
         "backward sees only `b`, giving a silently wrong gradient or `ValueError: not enough "
