@@ -200,6 +200,29 @@ class NonTensorCtxApiArgument(Rule):
                     return 2 * x * grad
             """
         ),
+        # A union parameter narrowed to its tensor branch by isinstance.
+        Valid(
+            """
+            from typing import Union
+
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, scale: Union[float, torch.Tensor]):
+                    if isinstance(scale, torch.Tensor):
+                        ctx.save_for_backward(x, scale)
+                    else:
+                        ctx.save_for_backward(x, None)
+                        ctx.scale = scale
+                    return x * scale
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, scale = ctx.saved_tensors
+                    return grad * (ctx.scale if scale is None else scale), None
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -278,5 +301,27 @@ class NonTensorCtxApiArgument(Rule):
             """,
             line=7,
             message="literal `None` to ctx.mark_non_differentiable",
+        ),
+        # The float branch of a union parameter is saved as if it were a tensor.
+        Invalid(
+            """
+            from typing import Union
+
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, scale: Union[float, torch.Tensor]):
+                    if isinstance(scale, float):
+                        ctx.save_for_backward(x, scale)
+                    return x * scale
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, scale = ctx.saved_tensors
+                    return grad * scale, None
+            """,
+            line=9,
+            message="Scale.forward passes the non-tensor `scale` to ctx.save_for_backward",
         ),
     ]
