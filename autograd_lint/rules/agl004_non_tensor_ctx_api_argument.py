@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import libcst as cst
-
-from autograd_lint.model import traverse
-from autograd_lint.model.flow import ScopeVisitor, target_names
 from autograd_lint.rules._common import ctx_writers
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -28,38 +24,6 @@ _ACCEPTS_NONE = {
 }
 
 
-def _bound_names(method: MethodSpec) -> set[str]:
-    """Names that ``method``'s body binds (nested scopes excluded)."""
-    assert method.node is not None
-    names: set[str] = set()
-
-    class _Visitor(ScopeVisitor):
-        root = method.node
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                names.update(target_names(target.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            names.update(target_names(node.target))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            names.update(target_names(node.target))
-
-        def visit_For(self, node: cst.For) -> None:
-            names.update(target_names(node.target))
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            if isinstance(node.name, cst.BaseExpression):
-                names.update(target_names(node.name))
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            names.update(target_names(node.target))
-
-    traverse.visit(method.node, _Visitor())
-    return names
-
-
 def _tuple_parameters(function: FunctionSpec, method: MethodSpec) -> dict[str, str]:
     """setup_context's ``inputs`` (always a tuple) and ``output`` (a tuple when every
     forward ``return`` is a tuple literal) parameters, by name, unless rebound."""
@@ -77,8 +41,10 @@ def _tuple_parameters(function: FunctionSpec, method: MethodSpec) -> dict[str, s
         and all(r.shape in ("tuple", "tuple-starred") for r in forward.returns)
     ):
         found[positional[2].name] = "the `output` tuple (forward returns a tuple)"
-    rebound = _bound_names(method)
-    return {name: what for name, what in found.items() if name not in rebound}
+    semantic = method.semantic
+    if semantic is None:
+        return {}
+    return {name: what for name, what in found.items() if not semantic.is_rebound(name)}
 
 
 class NonTensorCtxApiArgument(Rule):
@@ -234,6 +200,29 @@ class NonTensorCtxApiArgument(Rule):
                     return 2 * x * grad
             """
         ),
+        # A union parameter narrowed to its tensor branch by isinstance.
+        Valid(
+            """
+            from typing import Union
+
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, scale: Union[float, torch.Tensor]):
+                    if isinstance(scale, torch.Tensor):
+                        ctx.save_for_backward(x, scale)
+                    else:
+                        ctx.save_for_backward(x, None)
+                        ctx.scale = scale
+                    return x * scale
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, scale = ctx.saved_tensors
+                    return grad * (ctx.scale if scale is None else scale), None
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -312,5 +301,27 @@ class NonTensorCtxApiArgument(Rule):
             """,
             line=7,
             message="literal `None` to ctx.mark_non_differentiable",
+        ),
+        # The float branch of a union parameter is saved as if it were a tensor.
+        Invalid(
+            """
+            from typing import Union
+
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, scale: Union[float, torch.Tensor]):
+                    if isinstance(scale, float):
+                        ctx.save_for_backward(x, scale)
+                    return x * scale
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, scale = ctx.saved_tensors
+                    return grad * scale, None
+            """,
+            line=9,
+            message="Scale.forward passes the non-tensor `scale` to ctx.save_for_backward",
         ),
     ]

@@ -110,6 +110,7 @@ class SavedTensorsReadTwice(Rule):
             yield Report(
                 value.position,
                 f"{function.name}.{ATTRIBUTE} is {value.text}, but PyTorch requires a bool",
+                Severity.ERROR,  # raises at the first backward
             )
         clears = function.attribute_is_true(ATTRIBUTE)
         for name in ("backward", "vjp", "jvp"):
@@ -135,6 +136,7 @@ class SavedTensorsReadTwice(Rule):
                 ctx.position(method, second),
                 f"{function.name}.{name} reads ctx.{attribute} {where}; {consequence}: read it "
                 "once into a local and reuse that",
+                Severity.ERROR if clears else Severity.WARNING,  # raises always / only when checkpointed
             )
 
     VALID = [

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import libcst as cst
 
-from autograd_lint.model import traverse
-from autograd_lint.model.exprs import dotted_name
-from autograd_lint.model.flow import (
-    InplaceWrite,
-    ScopeVisitor,
-    inplace_writes,
-    is_inplace_name,
-    method_body,
-)
-from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.semantic import Binding, How, InplaceWrite, MethodModel
+from autograd_lint.model.spec import ParamKind, Position
 from autograd_lint.rules.base import (
     FunctionContext,
     Invalid,
@@ -24,144 +17,128 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.model import semantic
-from autograd_lint.model.spec import MethodSpec, ParamKind
 
 # List methods that change which tensors a boxed grads list holds, not the tensors.
 _LIST_METHODS = frozenset("append extend insert pop remove clear reverse sort".split())
+# In-place methods that change only a tensor's shape or strides: on a view of the
+# gradient (`g = g.unsqueeze(-1); g.unsqueeze_(-1)`) the incoming gradient is untouched.
+_METADATA_ONLY = frozenset("unsqueeze_ squeeze_ transpose_ t_ swapdims_ swapaxes_ as_strided_".split())
 
 
-def _element_index(node: cst.BaseExpression, sequence: str) -> bool:
-    """Whether ``node`` is ``<sequence>[<int>]``."""
+@dataclass(frozen=True)
+class _Write:
+    """An in-place write to an incoming gradient, as reported."""
+
+    node: cst.CSTNode
+    name: str
+    how: str
+
+
+def _is_element(expr: cst.BaseExpression | None, sequence: Binding, semantic: MethodModel) -> bool:
+    """Whether ``expr`` is ``<sequence>[<int>]`` with the sequence parameter's own value."""
     return (
-        isinstance(node, cst.Subscript)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == sequence
-        and len(node.slice) == 1
-        and isinstance(node.slice[0].slice, cst.Index)
-        and isinstance(node.slice[0].slice.value, cst.Integer)
+        isinstance(expr, cst.Subscript)
+        and isinstance(expr.value, cst.Name)
+        and sequence in semantic.reaching(expr.value)
+        and len(expr.slice) == 1
+        and isinstance(expr.slice[0].slice, cst.Index)
+        and isinstance(expr.slice[0].slice.value, cst.Integer)
     )
 
 
-def _changes_sequence(statement: cst.CSTNode, sequence: str) -> bool:
-    """Whether ``statement`` rebinds ``sequence``, replaces one of its items or calls a
-    list method on it: from there on its items may no longer be the incoming gradients."""
-    found = False
-
-    class _Visitor(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal found
-            for target in node.targets:
-                t = target.target
-                if isinstance(t, cst.Subscript) and isinstance(t.value, cst.Name):
-                    found = found or t.value.value == sequence
-                elif isinstance(t, cst.Name):
-                    found = found or t.value == sequence
-
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            func = node.func
-            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-                found = found or (func.value.value == sequence and func.attr.value in _LIST_METHODS)
-
-    traverse.visit(statement, _Visitor())
-    return found
-
-
-def _element_writes(
-    body: Sequence[cst.BaseStatement], sequence: str, imports: ImportMap
-) -> list[InplaceWrite]:
-    """In-place writes on ``<sequence>[<int>]`` directly, and on names unpacked from
-    ``sequence`` (``g0, g1 = grads``, ``g = grads[0]``) by a top-level statement,
-    until the sequence or its items are changed (in text order)."""
-    found: list[InplaceWrite] = []
-    for index, statement in enumerate(body):
-        if _changes_sequence(statement, sequence):
-            break
-        found.extend(_direct_writes(statement, sequence, imports))
-        unpacked = _unpacked_names(statement, sequence)
-        if unpacked:
-            found.extend(inplace_writes(body[index + 1:], unpacked, imports, lambda name: True))
-    return found
-
-
-def _unpacked_names(statement: cst.CSTNode, sequence: str) -> set[str]:
-    names: set[str] = set()
-    if not isinstance(statement, cst.SimpleStatementLine):
-        return names
-    for small in statement.body:
-        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
-            continue
-        target = small.targets[0].target
-        if isinstance(small.value, cst.Name) and small.value.value == sequence:
-            if isinstance(target, (cst.Tuple, cst.List)):
-                names.update(
-                    e.value.value for e in target.elements if isinstance(e.value, cst.Name)
-                )
-        elif _element_index(small.value, sequence) and isinstance(target, cst.Name):
-            names.add(target.value)
-    return names
-
-
-def _direct_writes(statement: cst.CSTNode, sequence: str, imports: ImportMap) -> list[InplaceWrite]:
-    found: list[InplaceWrite] = []
-
-    class _Visitor(ScopeVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if isinstance(func, cst.Attribute):
-                name = dotted_name(func)
-                qualified = imports.resolve(name) if name else None
-                if qualified and qualified.startswith("torch."):
-                    short = qualified.rsplit(".", 1)[-1]
-                    if is_inplace_name(short) and node.args and _element_index(node.args[0].value, sequence):
-                        found.append(InplaceWrite(sequence, node, f"{name}()"))
-                elif is_inplace_name(func.attr.value) and _element_index(func.value, sequence):
-                    found.append(InplaceWrite(sequence, node, f"{func.attr.value}()"))
-            for arg in node.args:
-                if arg.keyword is not None and arg.keyword.value == "out" and _element_index(arg.value, sequence):
-                    found.append(InplaceWrite(sequence, node, "out="))
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                t = target.target
-                if isinstance(t, cst.Subscript) and _element_index(t.value, sequence):
-                    found.append(InplaceWrite(sequence, node, "[...] ="))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            t = node.target
-            if _element_index(t, sequence) or (isinstance(t, cst.Subscript) and _element_index(t.value, sequence)):
-                found.append(InplaceWrite(sequence, node, "op="))
-
-    traverse.visit(statement, _Visitor())
-    return found
-
-
-# In-place methods that change only a tensor's view of its data (shape, strides), not the data.
-_METADATA_ONLY = frozenset("unsqueeze_ squeeze_ transpose_ t_ swapdims_ swapaxes_ as_strided_ resize_as_ resize_".split())
-
-
-def _gradient_writes(method: MethodSpec, grads: list[str]) -> Iterator[tuple[semantic.InplaceWrite, str]]:
-    """In-place writes (from the semantic model) to the data of a gradient parameter,
-    directly or through a view; a metadata-only change (``unsqueeze_``) of a view bound
-    to another name leaves the incoming gradient as it is."""
-    model = method.semantic
-    if model is None:
-        return
-    params = {model.params[g] for g in grads if g in model.params}
-    for write in model.inplace_writes:
-        touched = write.origins & params
-        if len(touched) != 1 or write.self_copy:
-            continue
-        if write.how.removesuffix("()") in _METADATA_ONLY and not _is_the_parameter(model, write.target):
-            continue
-        yield write, next(iter(touched)).name
-
-
-def _is_the_parameter(model: semantic.MethodModel, target: cst.BaseExpression) -> bool:
-    return isinstance(target, cst.Name) and all(
-        b.how is semantic.How.PARAMETER for b in model.reaching(target)
+def _writes_parameter_itself(write: InplaceWrite, binding: Binding, semantic: MethodModel) -> bool:
+    """Whether ``write`` is a shape-only change of a view of ``binding``, not of its object."""
+    if write.how.removesuffix("()") not in _METADATA_ONLY:
+        return True
+    target = write.target
+    return isinstance(target, cst.Name) and any(
+        not b.is_rebinding and b.roots() == {binding} for b in semantic.reaching(target)
     )
+
+
+def _line_column(position: Position) -> tuple[int, int]:
+    return position.line, position.column
+
+
+def _how(write: InplaceWrite) -> str:
+    """How ``write`` writes, as the message says it (``+=`` rather than ``AddAssign``)."""
+    if isinstance(write.node, cst.AugAssign) and isinstance(write.target, cst.Name):
+        return _operator(write.node)
+    return write.how
+
+
+def _operator(node: cst.AugAssign) -> str:
+    return cst.Module([]).code_for_node(node.operator).strip()
+
+
+class _Gradients:
+    """The in-place writes of one backward/vjp body to the gradients it receives."""
+
+    def __init__(self, semantic: MethodModel, position: Callable[[cst.CSTNode], tuple[int, int]]) -> None:
+        self.semantic = semantic
+        self.position = position
+
+    def of_parameter(self, binding: Binding) -> Iterator[_Write]:
+        """Writes to the object of gradient parameter ``binding`` (also through views)."""
+        for write in self.semantic.writes_to(binding):
+            if not write.self_copy and _writes_parameter_itself(write, binding, self.semantic):
+                yield _Write(write.node, binding.name, _how(write))
+
+    def of_elements(self, sequence: Binding) -> Iterator[_Write]:
+        """Writes to the gradients held by the sequence parameter ``sequence``
+        (``grads[0].mul_()``, ``g0, g1 = grads; g0 += 1``), before the sequence
+        itself is changed (rebound, an item replaced, a list method called)."""
+        semantic = self.semantic
+        elements = [
+            b for name in semantic.bindings for b in semantic.bindings_of(name) if self._from_sequence(b, sequence)
+        ]
+        found: list[_Write] = []
+        for write in semantic.inplace_writes:
+            if write.self_copy:
+                continue
+            if _is_element(write.target, sequence, semantic):
+                found.append(_Write(write.node, sequence.name, _how(write)))
+            else:
+                held = [root for root in write.origins if root in elements]
+                if held:
+                    found.append(_Write(write.node, held[0].name, _how(write)))
+        for name in semantic.bindings:  # `g0 += 1` on an element whose kind the model leaves open
+            for binding in semantic.bindings_of(name):
+                site = binding.site
+                if (
+                    binding.how is How.AUGMENTED
+                    and isinstance(site, cst.AugAssign)
+                    and isinstance(site.target, cst.Name)
+                    and any(b in elements for b in semantic.reaching(site.target))
+                ):
+                    found.append(_Write(site, name, _operator(site)))
+        limit = self._first_change(sequence)
+        for write in found:
+            if limit is None or self.position(write.node) < limit:
+                yield write
+
+    def _first_change(self, sequence: Binding) -> tuple[int, int] | None:
+        semantic = self.semantic
+        sites: list[cst.CSTNode] = [w.node for w in semantic.writes_to(sequence)]
+        sites += [b.site for b in semantic.bindings_of(sequence.name) if b.is_rebinding]
+        for callee, call in semantic.calls:
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in _LIST_METHODS
+                and isinstance(func.value, cst.Name)
+                and sequence in semantic.reaching(func.value)
+            ):
+                sites.append(call)
+        return min((self.position(site) for site in sites), default=None)
+
+    def _from_sequence(self, binding: Binding, sequence: Binding) -> bool:
+        """Whether ``binding`` takes one of the sequence's gradients (``g0, g1 = grads``, ``g = grads[0]``)."""
+        site = binding.site
+        if binding.how is How.UNPACKING and isinstance(site, cst.Assign):
+            value = site.value
+            return isinstance(value, cst.Name) and sequence in self.semantic.reaching(value)
+        return binding.how is How.ASSIGNMENT and _is_element(binding.value, sequence, self.semantic)
 
 
 class GradientMutatedInPlace(Rule):
@@ -189,55 +166,33 @@ class GradientMutatedInPlace(Rule):
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
         function = ctx.function
         boxed = function.attribute_is_true("boxed_grads_call")
-        imports = ctx.analysis.imports
         for name in ("backward", "vjp"):
             method = function.methods.get(name)
-            if method is None or not ctx.own(method) or method.node is None:
+            if method is None or not ctx.own(method) or method.semantic is None:
                 continue
-            body = method_body(method.node)
-            grads = self._grad_parameters(method)
-            sequences = [p.name for p in method.params if p.kind is ParamKind.VAR_POSITIONAL]
+            semantic = method.semantic
+            gradients = _Gradients(semantic, lambda node: _line_column(ctx.position(method, node)))
+            grads = [semantic.params[p.name] for p in method.positional[1:] if p.name in semantic.params]
+            sequences = [
+                semantic.params[p.name] for p in method.params
+                if p.kind is ParamKind.VAR_POSITIONAL and p.name in semantic.params
+            ]
             if boxed and len(grads) == 1:
-                sequences.append(grads[0])
-                grads = []
-            writes = [(w.node, w.how, name_) for w, name_ in _gradient_writes(method, grads)]
-            for sequence in sequences:
-                writes.extend((w.node, w.how, w.name) for w in _element_writes(body, sequence, imports))
+                sequences, grads = sequences + grads, []
+            writes = [w for g in grads for w in gradients.of_parameter(g)]
+            writes += [w for s in sequences for w in gradients.of_elements(s)]
             reported: set[int] = set()
-            for node, how, grad in writes:
-                if id(node) in reported:
+            for write in writes:
+                if id(write.node) in reported:
                     continue
-                reported.add(id(node))
+                reported.add(id(write.node))
                 yield Report(
-                    ctx.position(method, node),
-                    f"{function.name}.{name} writes the incoming gradient `{grad}` in "
-                    f"place ({how}); clone it first",
+                    ctx.position(method, write.node),
+                    f"{function.name}.{name} writes the incoming gradient `{write.name}` in "
+                    f"place ({write.how}); clone it first",
                 )
 
-    @staticmethod
-    def _grad_parameters(method: MethodSpec) -> list[str]:
-        """The positional parameters after ctx (after cls and ctx for a classmethod)."""
-        skip = 1
-        return [p.name for p in method.positional[skip:]]
-
     VALID = [
-        # A metadata-only change of a view bound to a new name leaves the gradient's data alone.
-        Valid(
-            """
-            import torch
-
-            class Logdet(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x: torch.Tensor):
-                    return x.sum((-1, -2))
-
-                @staticmethod
-                def backward(ctx, g):
-                    g = g.unsqueeze(-1)
-                    g.unsqueeze_(-1)
-                    return g.expand(*g.shape[:-2], 3, 3).clone()
-            """
-        ),
         Valid(
             """
             import torch
@@ -309,6 +264,40 @@ class GradientMutatedInPlace(Rule):
                 def backward(ctx, grad):
                     grad.requires_grad_(False)
                     return grad.neg()
+            """
+        ),
+        # A rebound gradient is a new view: a shape-only in-place change of it leaves the
+        # incoming gradient alone (linear_operator's _inv_quad_logdet backward).
+        Valid(
+            """
+            import torch
+
+            class InvQuad(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x.sum((-1, -2))
+
+                @staticmethod
+                def backward(ctx, g):
+                    g = g.unsqueeze(-1)
+                    g.unsqueeze_(-1)
+                    return g.expand(2, 3, 4)
+            """
+        ),
+        # A self-copy does not change the gradient's values.
+        Valid(
+            """
+            import torch
+
+            class Touch(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad_output):
+                    grad_output.copy_(grad_output)
+                    return grad_output * 2
             """
         ),
     ]
@@ -388,5 +377,28 @@ class GradientMutatedInPlace(Rule):
             """,
             line=11,
             message="Many.vjp writes the incoming gradient `g0` in place (out=)",
+        ),
+        # Written in place on one branch only, through a name that aliases the gradient there.
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, fast: bool):
+                    ctx.fast = fast
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad_output):
+                    if ctx.fast:
+                        out = grad_output
+                    else:
+                        out = grad_output.clone()
+                    out.mul_(2)
+                    return out, None
+            """,
+            line=15,
+            message="Scale.backward writes the incoming gradient `grad_output` in place (mul_())",
         ),
     ]

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Iterator
 import libcst as cst
 
 from autograd_lint.model.analysis import ModuleNeed
-from autograd_lint.model import traverse
 from autograd_lint.model.analysis import TRANSFORM_MODULES, TRANSFORMS
 from autograd_lint.model.exprs import dotted_name
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
@@ -42,23 +41,24 @@ def _function_argument(call: cst.Call) -> cst.BaseExpression | None:
 
 
 def _applies_in(node: cst.CSTNode, index: ApplyIndex) -> list[FunctionSpec]:
-    """Functions whose ``apply`` is called in ``node`` (nested ``def``/``class`` excluded)."""
+    """Functions whose ``apply`` is called in ``node`` (nested ``def``/``class`` excluded),
+    from the module's call index."""
     found: list[FunctionSpec] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_FunctionDef(self, inner: cst.FunctionDef) -> bool:
-            return inner is node
-
-        def visit_ClassDef(self, inner: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Call(self, call: cst.Call) -> None:
-            function = index.applied(call.func)
-            if function is not None and function not in found:
-                found.append(function)
-
-    traverse.visit(node, _Calls())
+    for call in index.calls:
+        function = index.applied(call.func)
+        if function is not None and function not in found and _runs_in(call, node, index):
+            found.append(function)
     return found
+
+
+def _runs_in(call: cst.Call, node: cst.CSTNode, index: ApplyIndex) -> bool:
+    """Whether ``call`` sits in ``node`` and not in a ``def``/``class`` nested in it."""
+    current: cst.CSTNode | None = call
+    while current is not None and current is not node:
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        current = index.parents.get(current)
+    return current is node
 
 
 def _reached(expr: cst.BaseExpression, index: ApplyIndex) -> tuple[list[FunctionSpec], str | None]:

@@ -11,7 +11,8 @@ from autograd_lint.model import flow
 from autograd_lint.model.exprs import SAVED_ATTRIBUTES, ctx_attribute
 from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.model.spec import CtxCall, FunctionSpec, MethodSpec
+from autograd_lint.model.semantic import Binding
+from autograd_lint.model.spec import CtxCall, FunctionSpec, Kind, MethodSpec
 
 # The save API whose tensors each reading method sees as ctx.saved_tensors.
 SAVE_API = {"backward": "save_for_backward", "vjp": "save_for_backward", "jvp": "save_for_forward"}
@@ -46,72 +47,33 @@ def _saved(function: FunctionSpec, api: str) -> Saved | None:
     return Saved(len(calls[0].args), method.name, calls[0])
 
 
-class _SavedReads(flow.ScopeVisitor):
-    """Assignments whose value is ``ctx.saved_tensors``, and every binding of a name."""
-
-    def __init__(self, ctx_name: str) -> None:
-        self.ctx_name = ctx_name
-        self.reads: list[tuple[cst.Assign, cst.AssignTarget]] = []
-        self.bindings: dict[str, int] = {}
-
-    def _bind(self, target: cst.BaseExpression) -> None:
-        for name in flow.target_names(target):
-            self.bindings[name] = self.bindings.get(name, 0) + 1
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self._bind(node.name)
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self._bind(node.name)
-        return False
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        is_read = ctx_attribute(node.value, self.ctx_name) in SAVED_ATTRIBUTES
-        for target in node.targets:
-            self._bind(target.target)
-            if is_read:
-                self.reads.append((node, target))
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._bind(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._bind(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._bind(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._bind(node.target)  # shadows the name inside the comprehension
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._bind(node.name)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._bind(node.target)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self._bind(node.target)
-
-    def visit_Global(self, node: cst.Global) -> None:
-        for item in node.names:
-            self._bind(item.name)
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        for item in node.names:
-            self._bind(item.name)
+def _saved_reads(method: MethodSpec) -> list[cst.Assign]:
+    """The assignments of ``method`` whose value is ``<ctx>.saved_tensors`` (with ctx not
+    rebound), in text order: the sites of the bindings they make."""
+    semantic = method.semantic
+    assert semantic is not None and method.ctx_name is not None
+    if semantic.is_rebound(method.ctx_name):
+        return []
+    sites: dict[int, cst.Assign] = {}
+    for name in semantic.bindings:
+        for binding in semantic.bindings_of(name):
+            site = binding.site
+            if isinstance(site, cst.Assign) and ctx_attribute(site.value, method.ctx_name) in SAVED_ATTRIBUTES:
+                sites.setdefault(id(site), site)
+    return list(sites.values())
 
 
-def _tensor_uses(method: MethodSpec, name: str, tensors: frozenset[str]) -> list[tuple[cst.CSTNode, str]]:
-    """Uses of the tuple bound to ``name`` that fail for any tuple: a tensor attribute
-    or method, a unary operator, or arithmetic with a number, a tensor in
-    ``tensors`` or the tuple itself (``+`` of two tuples and ``*`` by an integer are
-    legal and give a tuple again)."""
+def _tensor_uses(method: MethodSpec, binding: Binding) -> list[tuple[cst.CSTNode, str]]:
+    """Uses of the tuple that ``binding`` holds (where no other binding reaches) that fail
+    for any tuple: a tensor attribute or method, a unary operator, or arithmetic with a
+    number, a tensor or the tuple itself (``+`` of two tuples and ``*`` by an integer
+    are legal and give a tuple again)."""
+    semantic = method.semantic
+    assert semantic is not None and method.node is not None
 
     def is_tuple(node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Name):
-            return node.value == name
+            return semantic.reaching(node) == {binding}
         if isinstance(node, cst.BinaryOperation):
             if isinstance(node.operator, cst.Add):
                 return is_tuple(node.left) and is_tuple(node.right)
@@ -124,10 +86,11 @@ def _tensor_uses(method: MethodSpec, name: str, tensors: frozenset[str]) -> list
     def is_other_operand(node: cst.BaseExpression) -> bool:
         if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
             return True
-        return is_tuple(node) or (isinstance(node, cst.Name) and node.value in tensors)
+        return is_tuple(node) or (isinstance(node, cst.Name) and semantic.name_kind(node) is Kind.TENSOR)
 
     found: list[tuple[cst.CSTNode, str]] = []
 
+    # Which expression a use sits in (the model records uses, not their parents).
     class _Uses(flow.ScopeVisitor):
         def visit_Attribute(self, node: cst.Attribute) -> None:
             attr = node.attr.value
@@ -145,7 +108,6 @@ def _tensor_uses(method: MethodSpec, name: str, tensors: frozenset[str]) -> list
             if (is_tuple(left) and is_other_operand(right)) or (is_tuple(right) and is_other_operand(left)):
                 found.append((node, "arithmetic"))
 
-    assert method.node is not None
     flow.visit_body(method.node, _Uses())
     return found
 
@@ -178,42 +140,48 @@ class SavedTensorsUnpacking(Rule):
                 continue
             if ctx.unit(method) is None:
                 continue
-            visitor = _SavedReads(method.ctx_name)
-            flow.visit_body(method.node, visitor)
-            if not visitor.reads:
+            if method.semantic is None:
+                continue
+            reads = _saved_reads(method)
+            if not reads:
                 continue
             saved = _saved(function, api)
             if saved is None:
                 continue
-            for param in method.params:
-                visitor.bindings[param.name] = visitor.bindings.get(param.name, 0) + 1
             where = f"{saved.method} saves {plural(saved.count, 'tensor')} (line {saved.call.position.line})"
-            for assign, target in visitor.reads:
-                node = target.target
+            for assign in reads:
                 attribute = assign.value.attr.value  # type: ignore[attr-defined]
-                if isinstance(node, (cst.Tuple, cst.List)):
-                    if any(isinstance(e, cst.StarredElement) for e in node.elements):
-                        continue
-                    if len(node.elements) != saved.count:
-                        yield Report(
-                            ctx.position(method, assign),
-                            f"{function.name}.{name} unpacks ctx.{attribute} into "
-                            f"{plural(len(node.elements), 'name')}, but {where}",
-                        )
-                elif isinstance(node, cst.Name) and saved.count == 1 and visitor.bindings[node.value] == 1:
-                    line = ctx.position(method, assign).line
-                    tensors = frozenset(p.name for p in method.positional[1:] if visitor.bindings[p.name] == 1)
-                    for use, how in _tensor_uses(method, node.value, tensors):
-                        use_line = ctx.position(method, use).line
-                        if use_line <= line:
-                            continue
-                        yield Report(
-                            ctx.position(method, assign),
-                            f"{function.name}.{name} binds {node.value} = ctx.{attribute}, a tuple "
-                            f"holding the one saved tensor, then uses it as a tensor ({how}, line "
-                            f"{use_line}); unpack it: ({node.value},) = ctx.{attribute}",
-                        )
-                        break
+                for target in assign.targets:
+                    yield from self._check_target(ctx, method, assign, target.target, attribute, saved, where)
+
+    @staticmethod
+    def _check_target(
+        ctx: FunctionContext, method: MethodSpec, assign: cst.Assign, node: cst.BaseExpression,
+        attribute: str, saved: Saved, where: str,
+    ) -> Iterator[Report]:
+        function, name = ctx.function, method.name
+        if isinstance(node, (cst.Tuple, cst.List)):
+            if any(isinstance(e, cst.StarredElement) for e in node.elements):
+                return
+            if len(node.elements) != saved.count:
+                yield Report(
+                    ctx.position(method, assign),
+                    f"{function.name}.{name} unpacks ctx.{attribute} into "
+                    f"{plural(len(node.elements), 'name')}, but {where}",
+                )
+        elif isinstance(node, cst.Name) and saved.count == 1:
+            assert method.semantic is not None
+            binding = next((b for b in method.semantic.bindings_of(node.value) if b.site is assign), None)
+            if binding is None:
+                return
+            for use, how in _tensor_uses(method, binding):
+                yield Report(
+                    ctx.position(method, assign),
+                    f"{function.name}.{name} binds {node.value} = ctx.{attribute}, a tuple "
+                    f"holding the one saved tensor, then uses it as a tensor ({how}, line "
+                    f"{ctx.position(method, use).line}); unpack it: ({node.value},) = ctx.{attribute}",
+                )
+                return
 
     VALID = [
         Valid(
@@ -335,6 +303,25 @@ class SavedTensorsUnpacking(Rule):
                     return -grad + 0 * out.sum()
             """
         ),
+        # The tuple is unwrapped in a loop: the rebinding at the end of the body reaches the use.
+        Valid(
+            """
+            import torch
+
+            class Square(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x * x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x = ctx.saved_tensors
+                    while isinstance(x, tuple):
+                        x = x[0]
+                    return 2 * x * grad
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -418,5 +405,26 @@ class SavedTensorsUnpacking(Rule):
             """,
             line=14,
             message="setup_context saves 1 tensor",
+        ),
+        # Used as a tensor before a later rebinding of the name.
+        Invalid(
+            """
+            import torch
+
+            class Square(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x * x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x = ctx.saved_tensors
+                    out = 2 * x * grad
+                    x = None
+                    return out
+            """,
+            line=11,
+            message="binds x = ctx.saved_tensors, a tuple holding the one saved tensor, then uses it as a tensor (arithmetic, line 12)",
         ),
     ]

@@ -9,7 +9,8 @@ import libcst as cst
 from autograd_lint.model import traverse
 from autograd_lint.model.exprs import Classifier, dotted_name, is_none
 from autograd_lint.model.extract import ParsedUnit
-from autograd_lint.model.flow import ScopeVisitor, child_bodies, method_body, target_names
+from autograd_lint.model.flow import ScopeVisitor, child_bodies, method_body
+from autograd_lint.model.semantic import MethodModel
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules._common import ctx_writers, short
 from autograd_lint.rules.base import (
@@ -57,16 +58,23 @@ def _units(body: Sequence[cst.BaseStatement]) -> Iterator[list[cst.CSTNode]]:
 
 
 class _Scan(ScopeVisitor):
-    """Collects, in one unit, uses of grad parameters, None tests on them, and rebindings."""
+    """Collects, in one unit, uses of grad parameters that the parameter's own value
+    reaches (the semantic model says which), and None tests on them."""
 
-    def __init__(self, grads: set[str], imports: ImportMap) -> None:
+    def __init__(self, grads: set[str], semantic: MethodModel, imports: ImportMap) -> None:
         self.grads = grads
+        self.semantic = semantic
         self.imports = imports
         self.uses: list[tuple[str, cst.CSTNode]] = []
         self.guarded: set[str] = set()
-        self.rebound: set[str] = set()
 
     def _grad(self, node: cst.CSTNode | None) -> str | None:
+        if not isinstance(node, cst.Name) or node.value not in self.grads:
+            return None
+        parameter = self.semantic.params.get(node.value)
+        return node.value if parameter in self.semantic.reaching(node) else None
+
+    def _tested(self, node: cst.CSTNode | None) -> str | None:
         return node.value if isinstance(node, cst.Name) and node.value in self.grads else None
 
     def _use(self, name: str | None, node: cst.CSTNode) -> None:
@@ -74,12 +82,9 @@ class _Scan(ScopeVisitor):
             self.uses.append((name, node))
 
     def _guard(self, node: cst.CSTNode | None) -> None:
-        name = self._grad(node)
+        name = self._tested(node)
         if name is not None:
             self.guarded.add(name)
-
-    def _rebind(self, target: cst.BaseExpression) -> None:
-        self.rebound.update(name for name in target_names(target) if name in self.grads)
 
     # -- None tests ----------------------------------------------------------------
     def visit_Comparison(self, node: cst.Comparison) -> None:
@@ -124,28 +129,8 @@ class _Scan(ScopeVisitor):
                 if arg.keyword is None and not arg.star:
                     self._use(self._grad(arg.value), node)
 
-    # -- rebindings ----------------------------------------------------------------
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._rebind(target.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self._rebind(node.target)
-
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._use(self._grad(node.target) or self._grad(node.value), node)
-        self._rebind(node.target)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._rebind(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._rebind(node.target)
-
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            self._rebind(node.asname.name)
 
 
 class MaterializeGradsOff(Rule):
@@ -153,10 +138,11 @@ class MaterializeGradsOff(Rule):
     setup_context, the engine passes ``None`` instead of zeros for outputs that get no
     gradient.  This rule reports the first place in backward, vjp or jvp that uses a
     grad parameter in arithmetic, as the receiver of a method call, or as an argument of
-    a tensor-valued ``torch`` op, with no ``is None``/``is not None`` test (or
-    ``isinstance``/truth test) on it in an earlier statement or the same one, and before
-    the parameter is rebound.  That is more lenient than dominance: a test anywhere
-    before the use silences it, as syntax can't follow every way of handling None."""
+    a tensor-valued ``torch`` op, where the parameter's own value reaches the use (not
+    only a rebinding), with no ``is None``/``is not None`` test (or ``isinstance``/truth
+    test) on it in an earlier statement or the same one.  That is more lenient than
+    dominance: a test anywhere before the use silences it, as syntax can't follow every
+    way of handling None."""
 
     code = "AGL012"
     title = "`set_materialize_grads(False)` but backward does not handle `None`"
@@ -176,24 +162,22 @@ class MaterializeGradsOff(Rule):
             if method is None or not ctx.own(method) or method.is_classmethod:
                 continue
             unit = ctx.unit(method)
-            if unit is None or method.node is None:
+            if unit is None or method.node is None or method.semantic is None:
                 continue
             yield from self._check(ctx, method, unit)
 
     def _check(self, ctx: FunctionContext, method: MethodSpec, unit: ParsedUnit) -> Iterator[Report]:
         grads = {p.name for p in method.positional[1:]}
-        assert method.node is not None
+        assert method.node is not None and method.semantic is not None
         guarded: set[str] = set()
-        rebound: set[str] = set()
         for parts in _units(method_body(method.node)):
-            scan = _Scan(grads, ctx.analysis.imports)
+            scan = _Scan(grads, method.semantic, ctx.analysis.imports)
             for part in parts:
                 traverse.visit(part, scan)
-            # A test in the same statement counts (`g * 2 if g is not None else None`);
-            # a rebinding only from the next one (`g = g.contiguous()` uses the parameter).
+            # A test in the same statement counts (`g * 2 if g is not None else None`).
             guarded |= scan.guarded
             for name, node in scan.uses:
-                if name in guarded or name in rebound:
+                if name in guarded:
                     continue
                 guarded.add(name)  # report each parameter once
                 yield Report(
@@ -203,7 +187,6 @@ class MaterializeGradsOff(Rule):
                     "calls ctx.set_materialize_grads(False), so it is None when that output "
                     "gets no gradient",
                 )
-            rebound |= scan.rebound
 
     VALID = [
         Valid(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import libcst as cst
 
 from autograd_lint.model import traverse
 from autograd_lint.model.exprs import ctx_attribute, is_none
-from autograd_lint.model.flow import child_bodies, method_body, suite_body, target_names
+from autograd_lint.model.flow import child_bodies, method_body, suite_body
+from autograd_lint.model.semantic import Binding, How
 from autograd_lint.rules._common import takes_ctx
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -19,7 +19,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.model.spec import FunctionSpec, MethodSpec, Position
+from autograd_lint.model.spec import FunctionSpec, MethodSpec
 
 Guards = frozenset[int]
 
@@ -50,123 +50,65 @@ def _guards(test: cst.BaseExpression, ctx_name: str) -> Guards:
     return frozenset()
 
 
-@dataclass(frozen=True)
-class _Binding:
-    """A binding of a name that can make it a gradient, under the guards of its path."""
+def _guards_by_node(body: Sequence[cst.BaseStatement], ctx_name: str) -> dict[int, Guards]:
+    """For every node of ``body`` outside nested ``def``/``class`` bodies: the indexes k
+    whose ``needs_input_grad[k]`` the enclosing ``if`` statements require."""
+    found: dict[int, Guards] = {}
 
-    name: str
-    guards: Guards
-
-
-class _GuardWalker:
-    """Records, for one backward body, the guards each binding and ``return`` sits under."""
-
-    def __init__(self, ctx_name: str) -> None:
-        self.ctx_name = ctx_name
-        self.bindings: list[_Binding] = []
-        self.returns: list[tuple[cst.Return, Guards]] = []
-
-    def walk(self, body: Sequence[cst.BaseStatement], guards: Guards) -> None:
-        for statement in body:
-            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-                self.bindings.append(_Binding(statement.name.value, guards))
-            elif isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    self._small(small, guards)
-            elif isinstance(statement, cst.If):
-                self._walrus(statement.test, guards)
-                self.walk(suite_body(statement.body), guards | _guards(statement.test, self.ctx_name))
+    def walk(statements: Sequence[cst.BaseStatement], guards: Guards) -> None:
+        for statement in statements:
+            traverse.visit(statement, _OwnNodes(found, guards))
+            if isinstance(statement, cst.If):
+                walk(suite_body(statement.body), guards | _guards(statement.test, ctx_name))
                 orelse = statement.orelse
                 if isinstance(orelse, cst.If):
-                    self.walk([orelse], guards)
+                    walk([orelse], guards)
                 elif isinstance(orelse, cst.Else):
-                    self.walk(suite_body(orelse.body), guards)
-            else:
-                self._compound(statement, guards)
+                    walk(suite_body(orelse.body), guards)
+            elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                for block in child_bodies(statement):
+                    walk(block, guards)
 
-    def _compound(self, statement: cst.BaseStatement, guards: Guards) -> None:
-        if isinstance(statement, cst.For):
-            self._bind(statement.target, guards)
-        if isinstance(statement, cst.With):
-            for item in statement.items:
-                if item.asname is not None:
-                    self._bind(item.asname.name, guards)
-        if isinstance(statement, cst.Try):
-            for handler in statement.handlers:
-                if handler.name is not None:
-                    self._bind(handler.name.name, guards)
-        self._walrus(statement, guards)
-        for block in child_bodies(statement):
-            self.walk(block, guards)
-
-    def _small(self, small: cst.BaseSmallStatement, guards: Guards) -> None:
-        self._walrus(small, guards)
-        if isinstance(small, cst.Return):
-            self.returns.append((small, guards))
-        elif isinstance(small, cst.Assign):
-            for target in small.targets:
-                if isinstance(target.target, cst.Name):
-                    self._assign(target.target.value, small.value, guards)
-                else:
-                    self._bind(target.target, guards)
-        elif isinstance(small, cst.AnnAssign) and small.value is not None:
-            if isinstance(small.target, cst.Name):
-                self._assign(small.target.value, small.value, guards)
-        elif isinstance(small, cst.AugAssign):
-            self._bind(small.target, guards)
-        elif isinstance(small, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)):
-            for name in _statement_names(small):
-                self.bindings.append(_Binding(name, frozenset()))
-
-    def _assign(self, name: str, value: cst.BaseExpression, guards: Guards) -> None:
-        if is_none(value):
-            return  # `grad_b = None`: no gradient, whatever the guard
-        if isinstance(value, cst.IfExp) and is_none(value.orelse):
-            # `grad_b = expr if ctx.needs_input_grad[1] else None`
-            guards = guards | _guards(value.test, self.ctx_name)
-        self.bindings.append(_Binding(name, guards))
-
-    def _bind(self, target: cst.BaseExpression, guards: Guards) -> None:
-        for name in target_names(target):
-            self.bindings.append(_Binding(name, guards))
-
-    def _walrus(self, node: cst.CSTNode, guards: Guards) -> None:
-        # `(g := ...)` in a statement's own expressions (not its nested blocks) binds g
-        # on the statement's path.
-        visitor = _Walrus()
-        traverse.visit(node, visitor)
-        for name in visitor.found:
-            self.bindings.append(_Binding(name, guards))
+    walk(body, frozenset())
+    return found
 
 
-class _Walrus(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.found: list[str] = []
+class _OwnNodes(cst.CSTVisitor):
+    """Gives the nodes of one statement, not of its blocks, the statement's guards."""
 
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self.found.extend(target_names(node.target))
+    def __init__(self, found: dict[int, Guards], guards: Guards) -> None:
+        self.found = found
+        self.guards = guards
 
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.found[id(node)] = self.guards
+        return not isinstance(node, cst.IndentedBlock)
 
 
-def _statement_names(small: cst.BaseSmallStatement) -> Iterator[str]:
-    if isinstance(small, (cst.Global, cst.Nonlocal)):
-        for item in small.names:
-            yield item.name.value
-    elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
-        for alias in small.names:
-            if alias.asname is not None:
-                yield from target_names(alias.asname.name)  # type: ignore[arg-type]
-            else:
-                head = alias.name
-                while isinstance(head, cst.Attribute):
-                    head = head.value
-                if isinstance(head, cst.Name):
-                    yield head.value
+def _gate(binding: Binding, guards: dict[int, Guards], ctx_name: str) -> Guards | None:
+    """The guards under which ``binding`` makes its name a gradient; None when it binds
+    ``None`` (no gradient, whatever the guard)."""
+    value = binding.value
+    if value is not None and is_none(value):
+        return None
+    gate = guards.get(id(binding.site), frozenset())
+    if isinstance(value, cst.IfExp) and is_none(value.orelse):
+        # `grad_b = expr if ctx.needs_input_grad[1] else None`
+        gate = gate | _guards(value.test, ctx_name)
+    return gate
+
+
+def _origin_bindings(bindings: Iterable[Binding]) -> list[Binding]:
+    """``bindings`` with each narrowing replaced by the bindings it narrows (the same value)."""
+    found: list[Binding] = []
+    stack = list(bindings)
+    while stack:
+        binding = stack.pop()
+        if binding.how is How.NARROWING:
+            stack.extend(binding.aliases)
+        elif binding not in found:
+            found.append(binding)
+    return found
 
 
 def _input_label(function: FunctionSpec, index: int) -> str:
@@ -222,26 +164,23 @@ class NeedsInputGrad(Rule):
                     )
 
     def _wrong_gate(self, ctx: FunctionContext, method: MethodSpec) -> Iterator[Report]:
-        node = method.node
-        ctx_name = method.ctx_name
-        if node is None or ctx_name is None or method.is_classmethod:
+        node, ctx_name, semantic = method.node, method.ctx_name, method.semantic
+        if node is None or ctx_name is None or semantic is None or method.is_classmethod:
             return
-        walker = _GuardWalker(ctx_name)
-        walker.walk(method_body(node), frozenset())
-        by_name: dict[str, list[Guards]] = {}
-        for param in method.params:
-            by_name.setdefault(param.name, []).append(frozenset())
-        for binding in walker.bindings:
-            by_name.setdefault(binding.name, []).append(binding.guards)
-        return_guards: dict[Position, Guards] = {
-            ctx.position(method, ret): guards for ret, guards in walker.returns
-        }
-        for ret in method.returns:
+        if not method.reads("needs_input_grad[]"):
+            return
+        guards = _guards_by_node(method_body(node), ctx_name)
+        for ret in semantic.returns:
             if ret.elements is None:
                 continue
-            outer = return_guards.get(ret.position, frozenset())
+            outer = guards.get(id(ret.node), frozenset())
             for j, element in enumerate(ret.elements):
-                gates = by_name.get(element.name or "", [])
+                if not isinstance(element, cst.Name):
+                    continue
+                gates = [
+                    gate for b in _origin_bindings(semantic.reaching(element))
+                    if (gate := _gate(b, guards, ctx_name)) is not None
+                ]
                 # A return reached only when another input needs grad is not reached
                 # when input j alone does.
                 if not gates or not outer <= {j}:
@@ -250,8 +189,8 @@ class NeedsInputGrad(Rule):
                     k = min(set.intersection(*(set(g) for g in gates)) - {j}, default=None)
                     flag = f"ctx.needs_input_grad[{k}]" if k is not None else "other inputs' needs_input_grad"
                     yield Report(
-                        ret.position,
-                        f"{ctx.function.name}.{method.name} returns {element.name} as the gradient "
+                        ctx.position(method, ret.node),
+                        f"{ctx.function.name}.{method.name} returns {element.value} as the gradient "
                         f"of {_input_label(ctx.function, j)}, but computes it only when {flag} "
                         f"is true; it is missing when only input {j} requires grad",
                         Severity.WARNING,  # a silently missing gradient: nothing raises
@@ -456,4 +395,31 @@ class NeedsInputGrad(Rule):
             line=16,
             message="returns grad_b as the gradient of input 1 (b)",
         ),
+        # The name is also bound without a guard, but on a path that returns before this `return`.
+        Invalid(
+            """
+            import torch
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w, fast: bool):
+                    ctx.fast = fast
+                    ctx.save_for_backward(x, w)
+                    return x @ w
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, w = ctx.saved_tensors
+                    if ctx.fast:
+                        g = grad @ w.t()
+                        return g, None, None
+                    g = None
+                    if ctx.needs_input_grad[0]:
+                        g = x.t() @ grad
+                    return None, g, None
+            """,
+            line=19,
+            message="Linear.backward returns g as the gradient of input 1 (w), but computes it only when ctx.needs_input_grad[0] is true",
+        ),
     ]
+

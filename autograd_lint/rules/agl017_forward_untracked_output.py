@@ -7,8 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.model.exprs import dotted_name
-from autograd_lint.model.semantic import MethodModel
-from autograd_lint.model.flow import return_statements
+from autograd_lint.model.semantic import How, MethodModel
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.model.spec import Kind
 
@@ -37,6 +36,20 @@ def _untracked(node: cst.BaseExpression, ctx: FunctionContext) -> str | None:
         if name in ("float", "int") and ctx.analysis.imports.resolve(name) == f"builtins.{name}":
             return f"a Python {name} (`{name}(...)`)"
     return None
+
+
+def _single_value(value: cst.BaseExpression, model: MethodModel) -> cst.BaseExpression:
+    """The value a returned name holds when one plain assignment alone reaches the
+    ``return`` (``out = []; ...; return out``), else ``value`` itself."""
+    if not isinstance(value, cst.Name):
+        return value
+    reaching = model.reaching(value)
+    if len(reaching) != 1:
+        return value
+    (binding,) = reaching
+    if binding.how is How.ASSIGNMENT and binding.value is not None:
+        return binding.value
+    return value
 
 
 def _holds_tensor(node: cst.BaseExpression, model: MethodModel) -> bool:
@@ -82,26 +95,26 @@ class ForwardUntrackedOutput(Rule):
         method = ctx.function.methods.get("forward")
         if method is None or not ctx.own(method) or method.node is None or method.semantic is None:
             return
-        for node in return_statements(method.node):
-            value = node.value
-            position = ctx.position(method, node)
+        model = method.semantic
+        for returned in model.returns:
+            value = returned.value
+            position = ctx.position(method, returned.node)
             if value is None:
                 continue
-            what = _untracked(value, ctx)
+            source = _single_value(value, model)
+            what = _untracked(source, ctx)
             if what is not None:
+                through = f" (through `{value.value}`)" if source is not value and isinstance(value, cst.Name) else ""
                 yield Report(
                     position,
-                    f"{ctx.function.name}.forward returns {what}; autograd tracks only a tensor or "
-                    "a tuple of tensors, so the result has no gradient",
+                    f"{ctx.function.name}.forward returns {what}{through}; autograd tracks only a "
+                    "tensor or a tuple of tensors, so the result has no gradient",
                 )
                 continue
-            if not isinstance(value, cst.Tuple):
-                continue
-            for index, element in enumerate(value.elements):
-                inner = element.value
-                if isinstance(element, cst.StarredElement) or not isinstance(inner, (cst.Tuple, *_CONTAINERS)):
+            for index, inner in enumerate(returned.elements or ()):
+                if not isinstance(inner, (cst.Tuple, *_CONTAINERS)):
                     continue
-                if _holds_tensor(inner, method.semantic):
+                if _holds_tensor(inner, model):
                     what = "a nested tuple" if isinstance(inner, cst.Tuple) else _CONTAINERS[type(inner)]
                     yield Report(
                         position,
@@ -179,6 +192,25 @@ class ForwardUntrackedOutput(Rule):
                     return [grad]
             """
         ),
+        # The list is stacked into a tensor before it is returned.
+        Valid(
+            """
+            import torch
+
+            class Stack(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    out = []
+                    for row in x:
+                        out.append(row * 2)
+                    out = torch.stack(out)
+                    return out
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -254,5 +286,24 @@ class ForwardUntrackedOutput(Rule):
             line=8,
             message="Stats.forward returns a dict",
         ),
-    ]
+        # A list built by append and returned through its name.
+        Invalid(
+            """
+            import torch
 
+            class Rows(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    out = []
+                    for row in x:
+                        out.append(row * 2)
+                    return out
+
+                @staticmethod
+                def backward(ctx, *grads):
+                    return torch.stack(grads) * 2
+            """,
+            line=9,
+            message="Rows.forward returns a list (through `out`)",
+        ),
+    ]

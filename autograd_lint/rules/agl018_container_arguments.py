@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import libcst as cst
 
+from autograd_lint.model import semantic
 from autograd_lint.model.analysis import ModuleNeed
-from autograd_lint.model import traverse
-from autograd_lint.model.exprs import (
-    TENSOR_ONLY_METHODS,
-    Classifier,
-    annotation_kind,
-    is_literal,
-)
-from autograd_lint.model.flow import ScopeVisitor
-from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.exprs import Classifier, is_literal
+from autograd_lint.model.semantic import MethodModel
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 from autograd_lint.model.spec import Kind
 from autograd_lint.model.usage import ApplyIndex
@@ -34,48 +28,6 @@ _CONTAINER_WORDS = {
     cst.DictComp: "a dict comprehension",
     cst.GeneratorExp: "a generator",
 }
-
-
-def scope_kinds(function: cst.FunctionDef | None, imports: ImportMap, base: Mapping[str, Kind]) -> dict[str, Kind]:
-    """What syntax tells of the names of ``function`` (the parameters' annotations,
-    tensor-only methods called on a name, locals assigned once), over ``base``."""
-    kinds: dict[str, Kind] = dict(base)
-    if function is None:
-        return kinds
-    params = function.params
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if param.name.value not in kinds and param.annotation is not None:
-            annotation = cst.Module([]).code_for_node(param.annotation.annotation)
-            kinds[param.name.value] = annotation_kind(annotation)
-    values: dict[str, list[cst.BaseExpression | None]] = {}
-
-    class _Scan(ScopeVisitor):
-        root = function
-
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-                if func.attr.value in TENSOR_ONLY_METHODS and kinds.get(func.value.value, Kind.UNKNOWN) is Kind.UNKNOWN:
-                    kinds[func.value.value] = Kind.TENSOR
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                if isinstance(target.target, cst.Name):
-                    values.setdefault(target.target.value, []).append(node.value)
-                else:  # unpacking: the names' values are unknown
-                    for element in getattr(target.target, "elements", ()):
-                        if isinstance(element.value, cst.Name):
-                            values.setdefault(element.value.value, []).append(None)
-
-    traverse.visit(function, _Scan())
-    for _ in range(2):
-        classifier = Classifier(imports, kinds)
-        for name, assigned in values.items():
-            if name in base:
-                continue
-            found = {classifier.kind(v) if v is not None else Kind.UNKNOWN for v in assigned}
-            kinds[name] = found.pop() if len(found) == 1 else Kind.UNKNOWN
-    return kinds
 
 
 def _elements(container: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -126,7 +78,7 @@ class ContainerArguments(Rule):
         if analysis.whole_module is None or not analysis.functions:
             return
         index = ApplyIndex(analysis)
-        kinds_by_def: dict[cst.FunctionDef | None, dict[str, Kind]] = {}
+        models: dict[cst.FunctionDef, MethodModel] = {}
         for call in index.calls:
             function = index.applied(call.func)
             if function is None:
@@ -141,12 +93,8 @@ class ContainerArguments(Rule):
                 mapped = inputs is not None and arg.keyword is None and not any(a.star for a in call.args[:position])
                 param = inputs[position] if mapped and position < len(inputs) else None  # type: ignore[index,arg-type]
                 declared = param is not None and _container_of_tensors(param.annotation)
-                enclosing = index.enclosing_def(call)
-                if enclosing not in kinds_by_def:
-                    known = _method_kinds(analysis, enclosing)
-                    kinds_by_def[enclosing] = scope_kinds(enclosing, analysis.imports, known)
-                classifier = Classifier(analysis.imports, kinds_by_def[enclosing])
-                tensors = [e for e in elements if classifier.kind(e) is Kind.TENSOR]
+                kind = self._kinds(analysis, index.enclosing_def(call), models)
+                tensors = [e for e in elements if kind(e) is Kind.TENSOR]
                 if not tensors and not declared:
                     continue
                 shown = ", ".join(f"`{index.unit.code(e)}`" for e in (tensors or elements)[:3])
@@ -157,6 +105,19 @@ class ContainerArguments(Rule):
                     f"as {where}; autograd does not look inside containers, so no gradient "
                     "reaches those tensors (pass them as separate arguments)",
                 )
+
+    @staticmethod
+    def _kinds(
+        analysis: "FileAnalysis", enclosing: cst.FunctionDef | None, models: dict[cst.FunctionDef, MethodModel]
+    ) -> Callable[[cst.BaseExpression], Kind]:
+        """How the code around the call types an expression: the semantic model of the
+        enclosing function (a Function's method has one already), or, at module level,
+        the expression alone."""
+        if enclosing is None:
+            return Classifier(analysis.imports, {}).kind
+        if enclosing not in models:
+            models[enclosing] = _method_model(analysis, enclosing) or semantic.build(enclosing, analysis.imports)
+        return models[enclosing].kind
 
     VALID = [
         Valid(
@@ -230,6 +191,47 @@ class ContainerArguments(Rule):
             out = Resize.apply(torch.ones(2), [3, 4])
             """
         ),
+        # The loop rebinds `n` to integers: the tuple holds ints there, whatever `n` was before.
+        Valid(
+            """
+            import torch
+
+            class Pool(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, kernel):
+                    ctx.kernel = kernel
+                    return torch.nn.functional.avg_pool2d(x, kernel)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, None
+
+            def pool(x: torch.Tensor, n):
+                for n in range(n.numel(), 4):
+                    x = x * 2
+                return Pool.apply(x, (n, n))
+            """
+        ),
+        # `.size()` is not evidence of a tensor (process groups have one).
+        Valid(
+            """
+            import torch
+
+            class Gather(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, meta):
+                    ctx.meta = meta
+                    return x * 1
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, None
+
+            def gather(x: torch.Tensor, group):
+                world = group.size()
+                return Gather.apply(x, (group, world))
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -293,12 +295,10 @@ class ContainerArguments(Rule):
     ]
 
 
-def _method_kinds(analysis: "FileAnalysis", function: cst.FunctionDef | None) -> dict[str, Kind]:
-    """The parameter kinds the analysis found, when ``function`` is a Function's method."""
-    if function is None:
-        return {}
+def _method_model(analysis: "FileAnalysis", function: cst.FunctionDef) -> MethodModel | None:
+    """The semantic model the analysis built, when ``function`` is a Function's method."""
     for spec in analysis.functions:
         for method in spec.methods.values():
             if method.node is function:
-                return dict(method.param_kinds)
-    return {}
+                return method.semantic
+    return None

@@ -8,8 +8,9 @@ import libcst as cst
 
 from autograd_lint.model import traverse
 from autograd_lint.model.exprs import dotted_name
-from autograd_lint.model.flow import ScopeVisitor, escapes, return_statements
+from autograd_lint.model.flow import escapes
 from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.semantic import MethodModel
 from autograd_lint.rules.base import (
     FunctionContext,
     Invalid,
@@ -30,12 +31,12 @@ def _is_expensive_name(name: str) -> bool:
 
 
 class _Expensive(cst.CSTVisitor):
-    """Finds an expensive operation in an expression and the local names it uses."""
+    """Finds an expensive operation in an expression and the names it reads."""
 
     def __init__(self, imports: ImportMap) -> None:
         self.imports = imports
         self.operation: str | None = None
-        self.names: set[str] = set()
+        self.names: list[cst.Name] = []
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
@@ -59,31 +60,7 @@ class _Expensive(cst.CSTVisitor):
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
-
-
-def _assignments(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
-    """Values assigned to each plain name in ``function`` (nested scopes excluded)."""
-    found: dict[str, list[cst.BaseExpression]] = {}
-
-    class _Assign(ScopeVisitor):
-        root = function
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                if isinstance(target.target, cst.Name):
-                    found.setdefault(target.target.value, []).append(node.value)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            if isinstance(node.target, cst.Name):
-                found.setdefault(node.target.value, []).append(node.value)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            if isinstance(node.target, cst.Name) and node.value is not None:
-                found.setdefault(node.target.value, []).append(node.value)
-
-    traverse.visit(function, _Assign())
-    return found
+        self.names.append(node)
 
 
 class NeedsInputGradUnused(Rule):
@@ -118,11 +95,15 @@ class NeedsInputGradUnused(Rule):
                 continue
             unit = ctx.unit(method)
             assert unit is not None
-            assignments = _assignments(method.node)
-            for elements in _returned_tuples(method.node, assignments):
+            semantic = method.semantic
+            if semantic is None:
+                continue
+            for returned in semantic.returns:
+                if returned.elements is None or any(isinstance(e, cst.StarredElement) for e in returned.elements):
+                    continue
                 expensive: dict[str, str] = {}  # element source -> operation
-                for element in elements:
-                    operation = _operation(element, assignments, ctx.analysis.imports, set())
+                for element in returned.elements:
+                    operation = _operation(element, semantic, ctx.analysis.imports, set())
                     if operation is not None:
                         expensive.setdefault(unit.code(element), operation)
                 if len(expensive) >= 2:
@@ -278,36 +259,28 @@ class NeedsInputGradUnused(Rule):
     ]
 
 
-def _returned_tuples(
-    function: cst.FunctionDef, assignments: dict[str, list[cst.BaseExpression]]
-) -> list[list[cst.BaseExpression]]:
-    """The elements of each tuple literal ``function`` returns (directly, or through a
-    name assigned once to one), nested scopes excluded."""
-    found: list[list[cst.BaseExpression]] = []
-    for ret in return_statements(function):
-        value = ret.value
-        if isinstance(value, cst.Name) and len(assignments.get(value.value, ())) == 1:
-            value = assignments[value.value][0]
-        if isinstance(value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
-            found.append([e.value for e in value.elements])
-    return found
-
-
 def _operation(
     node: cst.BaseExpression,
-    assignments: dict[str, list[cst.BaseExpression]],
+    semantic: MethodModel,
     imports: ImportMap,
-    seen: set[str],
+    seen: set[int],
 ) -> str | None:
-    """The expensive operation ``node`` performs, itself or through the locals it reads."""
+    """The expensive operation ``node`` performs, itself or through the values that
+    reach the names it reads (``g = x @ w``, ``g += x @ w``)."""
     visitor = _Expensive(imports)
     traverse.visit(node, visitor)
     if visitor.operation is not None:
         return visitor.operation
-    for name in sorted(visitor.names - seen):
-        seen.add(name)
-        for value in assignments.get(name, ()):
-            operation = _operation(value, assignments, imports, seen)
-            if operation is not None:
-                return operation
+    for name in visitor.names:
+        for binding in semantic.reaching(name):
+            if id(binding) in seen:
+                continue
+            seen.add(id(binding))
+            values = [binding.value] if binding.value is not None else []
+            if isinstance(binding.site, cst.AugAssign):
+                values += [binding.site.value, binding.site.target]
+            for value in values:
+                operation = _operation(value, semantic, imports, seen)
+                if operation is not None:
+                    return operation
     return None
