@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from autograd_lint.model.analysis import FileAnalysis
+from autograd_lint.model.guard import stage
+from autograd_lint.model.source import split_lines
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Rule
 from autograd_lint.settings import Settings
@@ -72,16 +74,17 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
     diagnostics: set[Diagnostic] = set()
     path = analysis.source.path
     for rule in rules:
-        reports = list(rule.check_module(analysis, settings))
-        for function in analysis.functions:
-            reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
+        with stage(path, f"running {rule.code}"):
+            reports = list(rule.check_module(analysis, settings))
+            for function in analysis.functions:
+                reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         for report in reports:
             severity = report.severity or rule.severity
             diagnostics.add(
                 Diagnostic(path, report.position.line, report.position.column, rule.code, report.message, severity)
             )
     result = sorted(diagnostics, key=Diagnostic.sort_key)
-    return _without_noqa(result, analysis.source.text.splitlines()) if honour_noqa else result
+    return _without_noqa(result, split_lines(analysis.source.text)) if honour_noqa else result
 
 
 def _without_noqa(diagnostics: Sequence[Diagnostic], lines: Sequence[str]) -> list[Diagnostic]:

@@ -31,14 +31,22 @@ from typing import Mapping, Sequence
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from autograd_lint.model.analysis import FileAnalysis, analyze
+from autograd_lint.model.analysis import FileAnalysis, analyze, python_rejects
 from autograd_lint.model.discovery import Run
+from autograd_lint.model.guard import describe, run_guarded
 from autograd_lint.engine import check_analysis, selected_rules
 from autograd_lint.files import write_atomically
 from autograd_lint.output import FORMATS, CheckOutcome
 from autograd_lint.rules.base import Diagnostic, FixSafety, Rule
 from autograd_lint.settings import Settings
-from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name
+from autograd_lint.model.source import (
+    SourceError,
+    SourceFile,
+    decode_source,
+    has_lone_cr,
+    module_name,
+    split_lines,
+)
 from autograd_lint.model.spec import FunctionSpec
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -70,6 +78,9 @@ def fixable_rules(settings: Settings, path: str, unsafe: bool) -> list[Rule]:
 
 def verify(text: str, path: str) -> str | None:
     """Why ``text`` must not be written (it does not parse or compile), or None."""
+    problem = python_rejects(text, path)  # first: libcst's parser is not safe on any depth
+    if problem is not None:
+        return problem[0]
     try:
         cst.parse_module(text)
         compile(text, path, "exec", dont_inherit=True)
@@ -88,6 +99,10 @@ def fix_source(
     rules = fixable_rules(settings, source.path, unsafe)
     if not rules or verify(source.text, source.path) is not None:
         return result
+    if cst.parse_module(source.text).code != source.text:
+        # libcst drops a form feed that precedes code on its line: fixing would change other lines.
+        result.errors.append(SourceError(source.path, "libcst does not reproduce this file exactly; not fixed"))
+        return result
     before = Counter(d.code for d in diagnostics)
     failed: set[str] = set()  # rules whose fix went wrong in this file: not tried again
     for _ in range(_MAX_ROUNDS):
@@ -100,7 +115,7 @@ def fix_source(
                 text = _apply(rule, analysis, mine)
             except Exception as error:  # a bug in one fix must not stop the others, nor the file's check
                 failed.add(rule.code)
-                result.errors.append(SourceError(source.path, f"the {rule.code} fix failed: {error!r}"))
+                result.errors.append(SourceError(source.path, describe(error, f"fixing {rule.code}")))
                 continue
             if text == analysis.source.text:
                 continue
@@ -161,11 +176,17 @@ def fix_file(path: str, known: Mapping[str, FunctionSpec], settings: Settings, u
     data, encoding, text = _read(path)
     result = fix_source(SourceFile(path, text, module_name(path)), known, settings, unsafe)
     if write and result.changed:
+        fixed = result.text
+        if has_lone_cr(text):
+            # The analysis reads a lone \r as \n (see SourceFile); give a \r-only file its own back.
+            if "\n" in text:
+                raise SourceError(path, "mixes lone \\r line endings with others; fixes not written")
+            fixed = fixed.replace("\n", "\r")
         with open(path, "rb") as handle:
             if handle.read() != data:
                 raise SourceError(path, "changed while it was being fixed; not written")
         try:
-            write_atomically(path, result.text.encode(encoding))
+            write_atomically(path, fixed.encode(encoding))
         except (OSError, UnicodeEncodeError) as error:
             raise SourceError(path, f"cannot be written: {error}") from None
     return result
@@ -173,8 +194,8 @@ def fix_file(path: str, known: Mapping[str, FunctionSpec], settings: Settings, u
 
 def unified_diff(result: FileFix) -> str:
     lines = difflib.unified_diff(
-        result.original.splitlines(keepends=True),
-        result.text.splitlines(keepends=True),
+        split_lines(result.original),
+        split_lines(result.text),
         fromfile=result.path,
         tofile=result.path,
     )
@@ -194,7 +215,11 @@ def fix_command(args: argparse.Namespace, result: Run[list[Diagnostic]], setting
             diagnostics.extend(found)
             continue
         try:
-            fixed = fix_file(file_result.path, known, settings, args.unsafe_fixes, write=not args.diff)
+            fixed = run_guarded(
+                file_result.path,
+                "fixing",
+                lambda: fix_file(file_result.path, known, settings, args.unsafe_fixes, write=not args.diff),
+            )
         except SourceError as error:
             errors.append(error)
             diagnostics.extend(found)

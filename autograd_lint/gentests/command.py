@@ -85,7 +85,10 @@ def group_by_module(specs: list[FunctionSpec]) -> tuple[list[ModuleTarget], list
         module = spec.module or os.path.splitext(os.path.basename(spec.path))[0]
         if module not in targets:
             targets[module] = ModuleTarget(module, spec.path, import_root(spec.path, module), [])
-        targets[module].functions.append(spec)
+        functions = targets[module].functions
+        # A name defined twice (alternative definitions) imports as the last one.
+        functions[:] = [f for f in functions if f.qualname != spec.qualname]
+        functions.append(spec)
     return list(targets.values()), left_out
 
 
@@ -105,6 +108,7 @@ def _describe_only(analysis: object, settings: object) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autograd_lint.model.discovery import iter_targets, run as discover
+    from autograd_lint.model.guard import run_guarded
     from autograd_lint.model.source import SourceError, read_source
 
     try:
@@ -129,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(target, SourceError) or target.path in failed_paths:
             continue
         try:
-            sites.extend(find_call_sites(read_source(target.path)))
+            path = target.path
+            sites.extend(run_guarded(path, "finding apply call sites", lambda: find_call_sites(read_source(path))))
         except SourceError as error:
             report(str(error))
 
@@ -147,10 +152,18 @@ def run(args: argparse.Namespace) -> int:
     origins: Counter[Origin] = Counter()
     stale: list[str] = []
     for target in targets:
-        plans = [plan_function(spec, specs, sites, recorded) for spec in target.functions]
-        origins.update(plan.inputs.origin for plan in plans)
         root_from_test = os.path.relpath(target.import_root, out_dir).replace(os.sep, "/")
-        body = render_module(target.module, plans, root_from_test)
+
+        def plan_module() -> tuple[list[FunctionPlan], str]:
+            plans = [plan_function(spec, specs, sites, recorded) for spec in target.functions]
+            return plans, render_module(target.module, plans, root_from_test)
+
+        try:
+            plans, body = run_guarded(target.path, "planning the tests", plan_module)
+        except SourceError as error:
+            report(str(error))
+            continue
+        origins.update(plan.inputs.origin for plan in plans)
         display = os.path.relpath(target.path).replace(os.sep, "/")
         text = compose(header_comment(display, target.module), body)
         out_path = os.path.join(args.out, output_name(target.module))

@@ -12,7 +12,6 @@ This is the only place that decides how much of a file libcst parses:
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Mapping
 import libcst as cst
 
 from autograd_lint.model.extract import FUNCTION_BASES, ParsedUnit, extract_functions
+from autograd_lint.model.guard import compile_like_cpython, stage
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.locate import (
     ClassHeader,
@@ -28,9 +28,10 @@ from autograd_lint.model.locate import (
     class_block,
     class_headers,
     outside_strings,
+    scope_prefix,
 )
 from autograd_lint.settings import Settings
-from autograd_lint.model.source import SourceError, SourceFile
+from autograd_lint.model.source import SourceError, SourceFile, split_lines
 from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec
 
 # Calls that the module-level rules look at: instantiation and direct method calls.
@@ -77,18 +78,30 @@ def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None 
 
 def syntax_check(source: SourceFile) -> None:
     """Raise :class:`SourceError` when the running Python cannot compile ``source``."""
+    problem = python_rejects(source.text, source.path)
+    if problem is not None:
+        raise SourceError(source.path, problem[0], problem[1])
+
+
+def python_rejects(text: str, path: str) -> tuple[str, int | None] | None:
+    """Why CPython, at its default recursion limit, does not compile ``text``, and on which line.
+
+    ``None`` when it does.  Code that passes this is what libcst may parse (see
+    :func:`autograd_lint.model.guard.compile_like_cpython`).
+    """
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
     try:
-        compile(source.text, source.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile_like_cpython(text, path)
     except SyntaxError as exc:
-        version = f"{sys.version_info.major}.{sys.version_info.minor}"
-        raise SourceError(
-            source.path,
-            f"syntax error: {exc.msg} (checked with Python {version}; "
-            "syntax newer than that can't be analysed)",
+        return (
+            f"syntax error: {exc.msg} (checked with Python {version}; syntax newer than that can't be analysed)",
             exc.lineno,
-        ) from None
+        )
+    except (RecursionError, MemoryError):
+        return f"too deeply nested: Python {version} does not compile it either", None
     except ValueError as exc:  # e.g. "source code string cannot contain null bytes"
-        raise SourceError(source.path, str(exc)) from None
+        return str(exc), None
+    return None
 
 
 def analyze(
@@ -96,27 +109,34 @@ def analyze(
     known: Mapping[str, FunctionSpec],
     settings: Settings,
 ) -> FileAnalysis:
-    """Find and describe the Functions of ``source``; raises :class:`SourceError`."""
-    is_package = source.path.endswith("__init__.py")
-    imports = ImportMap.from_text(source.text, source.module, is_package)
-    analysis = FileAnalysis(source, imports)
-    bases = FUNCTION_BASES | settings.extra_bases
+    """Find and describe the Functions of ``source``; raises :class:`SourceError`.
 
-    def is_function_base(name: str) -> bool:
-        qualified = imports.resolve(name)
-        return qualified is not None and (qualified in bases or qualified in known)
+    Each step runs as a named :func:`~autograd_lint.model.guard.stage`, so that a
+    failure says where it happened.
+    """
+    path = source.path
+    with stage(path, "scanning the text"):
+        imports = ImportMap.from_text(source.text, source.module, path.endswith("__init__.py"))
+        analysis = FileAnalysis(source, imports)
+        bases = FUNCTION_BASES | settings.extra_bases
 
-    headers = outside_strings(candidate_headers(class_headers(source.text), is_function_base), source.text)
-    if not headers:
-        return analysis
-    names = "|".join(sorted({re.escape(h.name) for h in headers}))
-    uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
-    used = _is_used(source.text, uses) or _apply_needs_module(source.text, names, imports)
-    units = None if used else _block_units(source, headers)
-    if units is None:
-        analysis.whole_module = _parse_whole(source)
-        units = [analysis.whole_module]
-    extraction = extract_functions(units, imports, source.module, known, settings.extra_bases)
+        def is_function_base(name: str) -> bool:
+            qualified = imports.resolve(name)
+            return qualified is not None and (qualified in bases or qualified in known)
+
+        headers = outside_strings(candidate_headers(class_headers(source.text), is_function_base), source.text)
+        if not headers:
+            return analysis
+        names = "|".join(sorted({re.escape(h.name) for h in headers}))
+        uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
+        used = _is_used(source.text, uses) or _apply_needs_module(source.text, names, imports)
+    with stage(path, "parsing"):
+        units = None if used else _block_units(source, headers)
+        if units is None:
+            analysis.whole_module = _parse_whole(source)
+            units = [analysis.whole_module]
+    with stage(path, "building the model"):
+        extraction = extract_functions(units, imports, source.module, known, settings.extra_bases)
     analysis.functions = extraction.functions
     analysis.units = extraction.units
     analysis.open_refs = extraction.open_refs
@@ -250,14 +270,21 @@ def _container_argument(text: str, start: int) -> bool:
 
 
 def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedUnit] | None:
-    """Parse each candidate class on its own; ``None`` if one of them doesn't parse."""
-    lines = source.text.splitlines(keepends=True)
+    """Parse each candidate class on its own; ``None`` if one of them doesn't parse,
+    or if two of them have the same qualified name (their rules would not know
+    which block holds which)."""
+    lines = split_lines(source.text)
     units: list[ParsedUnit] = []
+    qualnames: set[str] = set()
     covered_until = 0
     for header in headers:
         if header.line <= covered_until:
             continue  # nested in a block already taken
-        block = class_block(source.text, lines, header)
+        block = class_block(lines, header)
+        qualname = scope_prefix(block.enclosing) + header.name
+        if qualname in qualnames or python_rejects(block.source, source.path) is not None:
+            return None
+        qualnames.add(qualname)
         try:
             units.append(
                 ParsedUnit.parse(
@@ -268,16 +295,17 @@ def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedU
                     enclosing=block.enclosing,
                 )
             )
-        except (cst.ParserSyntaxError, RecursionError):
+        except cst.ParserSyntaxError:
             return None
         covered_until = block.last_line
     return units
 
 
 def _parse_whole(source: SourceFile) -> ParsedUnit:
+    problem = python_rejects(source.text, source.path)
+    if problem is not None:
+        raise SourceError(source.path, *problem)
     try:
         return ParsedUnit.parse(source.path, source.text)
     except cst.ParserSyntaxError as exc:
         raise SourceError(source.path, f"syntax error: {exc.message}", exc.raw_line) from None
-    except RecursionError:
-        raise SourceError(source.path, "too deeply nested to parse") from None
