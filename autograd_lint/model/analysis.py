@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -271,8 +272,12 @@ def _container_argument(text: str, start: int) -> bool:
 
 def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedUnit] | None:
     """Parse each candidate class on its own; ``None`` if one of them doesn't parse,
-    or if two of them have the same qualified name (their rules would not know
-    which block holds which)."""
+    if two of them have the same qualified name (their rules would not know which
+    block holds which), or if a candidate's name has another ``class`` definition
+    that the blocks leave out (it may be the one a base name refers to)."""
+    for name, count in Counter(h.name for h in headers).items():
+        if len(re.findall(rf"\bclass[ \t]+{name}\b", source.text)) > count:
+            return None
     lines = split_lines(source.text)
     units: list[ParsedUnit] = []
     qualnames: set[str] = set()
