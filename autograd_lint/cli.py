@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "rule": ("autograd_lint.commands.rule", "show the documentation of a rule"),
     "gen-tests": ("autograd_lint.gentests.command", "write gradcheck tests for every Function"),
     "pragma": ("autograd_lint.coverage.pragma", "add or remove coverage pragmas on backward methods"),
+    "server": ("autograd_lint.commands.server", "serve diagnostics, quick fixes and rule pages to editors (LSP, stdio)"),
 }
 
 
@@ -38,9 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Options whose value must be attached with `=` (clap's require_equals, as in ruff's
+# `--add-noqa[=REASON]`): argparse would otherwise take `--add-noqa ops.py` as a reason.
+EQUALS_ONLY = frozenset({"--add-noqa"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args([f"{a}=" if a in EQUALS_ONLY else a for a in arguments])
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

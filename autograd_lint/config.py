@@ -80,6 +80,13 @@ def _per_file_ignores(value: object, where: str) -> tuple[tuple[str, tuple[str, 
     )
 
 
+def _surrogate_gradients(value: object, where: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{where}: expected a table of 'pkg.module.Function' = 'reference or empty', got {value!r}")
+    qualified_names(list(value), where)
+    return tuple(sorted(value.items()))
+
+
 # key -> (Settings field, parse(value, where) -> the field's value)
 KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "select": ("select", lambda v, w: selectors(_strings(v, w), w)),
@@ -90,6 +97,7 @@ KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "extend-exclude": ("extend_exclude", lambda v, w: tuple(_strings(v, w))),
     "extra-function-bases": ("extra_bases", lambda v, w: qualified_names(_strings(v, w), w)),
     "allowed-ctx-tensor-attributes": ("allowed_ctx_tensor_attributes", lambda v, w: identifiers(_strings(v, w), w)),
+    "surrogate-gradients": ("surrogate_gradients", _surrogate_gradients),
 }
 
 

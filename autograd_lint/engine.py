@@ -7,20 +7,19 @@ findings at the same places.
 from __future__ import annotations
 
 import fnmatch
-import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from autograd_lint.model.analysis import FileAnalysis
+from autograd_lint import noqa
+from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze, syntax_check
+from autograd_lint.model.extract import is_decorated
 from autograd_lint.model.guard import stage
-from autograd_lint.model.source import split_lines
+from autograd_lint.model.source import SourceFile, split_lines
+from autograd_lint.model.spec import FunctionSpec
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Rule
 from autograd_lint.settings import Settings
-
-# flake8's own noqa syntax: "# noqa" or "# noqa: A001, B2" (case-insensitive).
-_NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
-
 
 def _matches(code: str, selectors: Iterable[str]) -> str | None:
     """The longest selector that is a prefix of ``code`` ("ALL" matches everything)."""
@@ -55,17 +54,22 @@ def selected_rules(settings: Settings, path: str | None = None) -> list[Rule]:
     return [rule() for rule in all_rules() if is_selected(rule, settings, path)]
 
 
-def noqa_codes(line: str) -> frozenset[str] | None:
-    """Codes a ``# noqa`` comment on ``line`` silences; empty set means all; None: no comment."""
-    match = _NOQA.search(line)
-    if match is None:
-        return None
-    codes = match.group("codes")
-    return frozenset(c.upper() for c in re.split(r"[,\s]+", codes) if c) if codes else frozenset()
+def module_needs(settings: Settings) -> frozenset[ModuleNeed]:
+    """What the selected rules look at outside the Function classes (per-file ignores
+    only take rules away, so the selection without a path covers every file)."""
+    needs: set[ModuleNeed] = set()
+    for rule in all_rules():
+        if is_selected(rule, settings):
+            needs |= rule.needs
+    return frozenset(needs)
 
 
 def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool = True) -> list[Diagnostic]:
-    """Every finding of the selected rules in one analysed file, sorted by position."""
+    """Every finding of the selected rules in one analysed file, sorted by position.
+
+    With ``honour_noqa``, findings that a ``# noqa`` comment on their line or a
+    file-level directive silences (see :mod:`autograd_lint.noqa`) are left out.
+    """
     if not analysis.functions:
         return []  # most analysed files: no rule needs selecting
     rules = selected_rules(settings, analysis.source.path)
@@ -77,6 +81,8 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
         with stage(path, f"running {rule.code}"):
             reports = list(rule.check_module(analysis, settings))
             for function in analysis.functions:
+                if is_decorated(function, analysis.source.text):
+                    continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
                 reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         for report in reports:
             severity = report.severity or rule.severity
@@ -87,11 +93,41 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
     return _without_noqa(result, split_lines(analysis.source.text)) if honour_noqa else result
 
 
+def every_finding(analysis: FileAnalysis, settings: Settings, but: str) -> list[Diagnostic]:
+    """What every rule except ``but`` reports in ``analysis``, whatever is selected, ``# noqa`` or not.
+
+    The question "does this ``# noqa: AGL005`` silence anything?" has one answer
+    whatever a run selects.
+    """
+    codes = tuple(rule.code for rule in all_rules() if rule.code != but)
+    everything = replace(settings, select=codes, extend_select=(), ignore=(), per_file_ignores=())
+    return check_analysis(analysis, everything, honour_noqa=False)
+
+
+@dataclass(frozen=True)
+class SourceCheck:
+    """The Functions of one file checked on its own, and its findings."""
+
+    functions: list[FunctionSpec]
+    diagnostics: list[Diagnostic]
+
+
+def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
+    """Check one file on its own (stdin, an editor's buffer); raises :class:`SourceError`.
+
+    The file is compiled in full, as a file named on the command line is.  Its
+    Functions are recognised from the file alone and ``extra-function-bases``.
+    """
+    syntax_check(source)
+    analysis = analyze(source, {}, settings)
+    return SourceCheck(analysis.functions, check_analysis(analysis, settings))
+
+
 def _without_noqa(diagnostics: Sequence[Diagnostic], lines: Sequence[str]) -> list[Diagnostic]:
+    whole_file = noqa.file_noqa(lines)
     kept = []
     for diagnostic in diagnostics:
         line = lines[diagnostic.line - 1] if 0 < diagnostic.line <= len(lines) else ""
-        codes = noqa_codes(line)
-        if codes is None or (codes and not any(diagnostic.code.startswith(c) for c in codes)):
+        if not whole_file.silences(diagnostic.code) and not noqa.is_silenced(line, diagnostic.code):
             kept.append(diagnostic)
     return kept

@@ -19,10 +19,8 @@ change a file, else 0 (2 on errors); nothing is written.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import io
-import sys
 import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,9 +32,9 @@ from libcst.metadata import MetadataWrapper
 from autograd_lint.model.analysis import FileAnalysis, analyze, python_rejects
 from autograd_lint.model.discovery import Run
 from autograd_lint.model.guard import describe, run_guarded
-from autograd_lint.engine import check_analysis, selected_rules
+from autograd_lint.engine import check_analysis, module_needs, selected_rules
 from autograd_lint.files import write_atomically
-from autograd_lint.output import FORMATS, CheckOutcome
+from autograd_lint.rules import rule_by_code
 from autograd_lint.rules.base import Diagnostic, FixSafety, Rule
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import (
@@ -49,7 +47,6 @@ from autograd_lint.model.source import (
 )
 from autograd_lint.model.spec import FunctionSpec
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # Fixes of one rule can expose another's finding; a fixed point comes long before this.
 _MAX_ROUNDS = 10
 
@@ -62,12 +59,16 @@ class FileFix:
     original: str
     text: str
     remaining: list[Diagnostic]
-    fixed: int = 0  # findings that the fixes removed
+    fixed_codes: Counter[str] = field(default_factory=Counter)  # findings the fixes removed, per rule
     errors: list[SourceError] = field(default_factory=list)  # fixes not applied, with the reason
 
     @property
     def changed(self) -> bool:
         return self.text != self.original
+
+    @property
+    def fixed(self) -> int:
+        return sum(self.fixed_codes.values())
 
 
 def fixable_rules(settings: Settings, path: str, unsafe: bool) -> list[Rule]:
@@ -93,7 +94,7 @@ def fix_source(
     source: SourceFile, known: Mapping[str, FunctionSpec], settings: Settings, unsafe: bool
 ) -> FileFix:
     """Apply every allowed fix to ``source``, to a fixed point; raises :class:`SourceError`."""
-    analysis = analyze(source, known, settings)
+    analysis = analyze(source, known, settings, module_needs(settings))
     diagnostics = check_analysis(analysis, settings)
     result = FileFix(source.path, source.text, source.text, diagnostics)
     rules = fixable_rules(settings, source.path, unsafe)
@@ -126,7 +127,7 @@ def fix_source(
                     SourceError(source.path, f"the {rule.code} fix gave code that does not parse ({problem})")
                 )
                 continue
-            analysis = analyze(SourceFile(source.path, text, source.module), known, settings)
+            analysis = analyze(SourceFile(source.path, text, source.module), known, settings, module_needs(settings))
             diagnostics = check_analysis(analysis, settings)
             changed = True
         if not changed:
@@ -134,7 +135,7 @@ def fix_source(
     after = Counter(d.code for d in diagnostics)
     result.text = analysis.source.text
     result.remaining = diagnostics
-    result.fixed = sum(max(0, count - after[code]) for code, count in before.items())
+    result.fixed_codes = Counter({code: count - after[code] for code, count in before.items() if count > after[code]})
     return result
 
 
@@ -159,7 +160,7 @@ def _apply(rule: Rule, analysis: FileAnalysis, diagnostics: Sequence[Diagnostic]
     return module.code
 
 
-def _read(path: str) -> tuple[bytes, str, str]:
+def read_for_rewrite(path: str) -> tuple[bytes, str, str]:
     """The bytes of ``path``, their encoding (``utf-8-sig`` when there is a BOM) and the text."""
     try:
         with open(path, "rb") as handle:
@@ -171,9 +172,25 @@ def _read(path: str) -> tuple[bytes, str, str]:
     return data, encoding, text
 
 
+def rewrite(path: str, data: bytes, encoding: str, text: str) -> None:
+    """Replace ``path``, read as ``data``, by ``text`` in ``encoding``, atomically.
+
+    Every command that edits the user's source (``--fix``, ``--add-noqa``) writes
+    through here: the file is left alone when it changed since it was read.
+    Raises :class:`SourceError`.
+    """
+    with open(path, "rb") as handle:
+        if handle.read() != data:
+            raise SourceError(path, "changed while it was being rewritten; not written")
+    try:
+        write_atomically(path, text.encode(encoding))
+    except (OSError, UnicodeEncodeError) as error:
+        raise SourceError(path, f"cannot be written: {error}") from None
+
+
 def fix_file(path: str, known: Mapping[str, FunctionSpec], settings: Settings, unsafe: bool, write: bool) -> FileFix:
     """Fix one file on disk (written only when ``write``); raises :class:`SourceError`."""
-    data, encoding, text = _read(path)
+    data, encoding, text = read_for_rewrite(path)
     result = fix_source(SourceFile(path, text, module_name(path)), known, settings, unsafe)
     if write and result.changed:
         fixed = result.text
@@ -182,14 +199,24 @@ def fix_file(path: str, known: Mapping[str, FunctionSpec], settings: Settings, u
             if "\n" in text:
                 raise SourceError(path, "mixes lone \\r line endings with others; fixes not written")
             fixed = fixed.replace("\n", "\r")
-        with open(path, "rb") as handle:
-            if handle.read() != data:
-                raise SourceError(path, "changed while it was being fixed; not written")
-        try:
-            write_atomically(path, fixed.encode(encoding))
-        except (OSError, UnicodeEncodeError) as error:
-            raise SourceError(path, f"cannot be written: {error}") from None
+        rewrite(path, data, encoding, fixed)
     return result
+
+
+def fix_diagnostic(source: SourceFile, settings: Settings, diagnostic: Diagnostic) -> str | None:
+    """``source`` with the one finding ``diagnostic`` fixed (safe or unsafe), or None when it can't be.
+
+    What an editor's quick fix applies: the finding's own rule, at its own place,
+    and a result that parses and compiles.
+    """
+    rule = rule_by_code(diagnostic.code)
+    if rule is None or rule.fixer is None or verify(source.text, source.path) is not None:
+        return None
+    analysis = analyze(source, {}, settings)
+    text = _apply(rule(), analysis, [diagnostic])
+    if text == source.text or verify(text, source.path) is not None:
+        return None
+    return text
 
 
 def unified_diff(result: FileFix) -> str:
@@ -202,46 +229,58 @@ def unified_diff(result: FileFix) -> str:
     return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-def fix_command(args: argparse.Namespace, result: Run[list[Diagnostic]], settings: Settings) -> int:
-    """``check --fix`` / ``--diff`` after the check of ``result``: fix, print, and give the exit code."""
+@dataclass
+class FixRun:
+    """A fix pass over a run: the findings that remain, what went wrong, and each file's fixes."""
+
+    diagnostics: list[Diagnostic]
+    errors: list[SourceError]
+    fixes: list[FileFix]
+
+    @property
+    def fixed(self) -> int:
+        return sum(f.fixed for f in self.fixes)
+
+
+def fix_run(result: Run[list[Diagnostic]], settings: Settings, unsafe: bool, write: bool) -> FixRun:
+    """Fix every file of ``result`` with a fixable finding (written only when ``write``)."""
     known = {f.full_name: f for f in result.functions}
     codes = {rule.code for rule in selected_rules(settings) if rule.fixer is not None}
-    diagnostics: list[Diagnostic] = []
-    errors: list[SourceError] = list(result.errors)
-    fixes: list[FileFix] = []
+    run = FixRun([], list(result.errors), [])
     for file_result in result.results:
         found = file_result.result or []
         if not any(d.code in codes for d in found):
-            diagnostics.extend(found)
+            run.diagnostics.extend(found)
             continue
         try:
-            fixed = run_guarded(
-                file_result.path,
-                "fixing",
-                lambda: fix_file(file_result.path, known, settings, args.unsafe_fixes, write=not args.diff),
-            )
+            path = file_result.path
+            fixed = run_guarded(path, "fixing", lambda: fix_file(path, known, settings, unsafe, write=write))
         except SourceError as error:
-            errors.append(error)
-            diagnostics.extend(found)
+            run.errors.append(error)
+            run.diagnostics.extend(found)
             continue
-        fixes.append(fixed)
-        diagnostics.extend(fixed.remaining)
-        errors.extend(fixed.errors)
-    diagnostics.sort(key=lambda d: d.sort_key())
-    for error in errors:
-        print(f"error: {error}", file=sys.stderr)
-    fixed_count = sum(f.fixed for f in fixes)
-    remaining = f"{len(diagnostics)} remaining"
-    if args.diff:
-        sys.stdout.write("".join(unified_diff(f) for f in fixes if f.changed))
-        print(f"Would fix {fixed_count} problem{'s' if fixed_count != 1 else ''} ({remaining}).", file=sys.stderr)
-        changed = any(f.changed for f in fixes)
-        return EXIT_ERROR if errors else EXIT_FINDINGS if changed and not args.exit_zero else EXIT_CLEAN
-    outcome = CheckOutcome(diagnostics, errors, result.files_seen, len(result.functions))
-    sys.stdout.write(FORMATS[args.output_format](outcome))
-    # Machine-readable formats keep stdout to themselves.
-    summary = sys.stdout if args.output_format == "text" else sys.stderr
-    print(f"Fixed {fixed_count} problem{'s' if fixed_count != 1 else ''} ({remaining}).", file=summary)
-    if errors:
-        return EXIT_ERROR
-    return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
+        run.fixes.append(fixed)
+        run.diagnostics.extend(fixed.remaining)
+        run.errors.extend(fixed.errors)
+    run.diagnostics.sort(key=lambda d: d.sort_key())
+    return run
+
+
+def fix_summary(run: FixRun, verb: str) -> str:
+    """``Fixed 3 problems (1 remaining).``, with ``verb`` ("Fixed", "Would fix")."""
+    return f"{verb} {run.fixed} problem{'s' if run.fixed != 1 else ''} ({len(run.diagnostics)} remaining)."
+
+
+def show_fixes(run: FixRun) -> str:
+    """What ``--show-fixes`` prints after ``--fix``: per file, how many findings of each rule were fixed."""
+    lines = []
+    for fix in sorted(run.fixes, key=lambda f: f.path):
+        if not fix.fixed_codes:
+            continue
+        lines.append(f"{fix.path}:")
+        for code, count in sorted(fix.fixed_codes.items()):
+            rule = rule_by_code(code)
+            lines.append(f"    {count} \u00d7 {code} ({rule.title if rule else code})")
+    if not lines:
+        return "No problems were fixed.\n"
+    return f"Fixed {run.fixed} problem{'s' if run.fixed != 1 else ''}:\n" + "\n".join(lines) + "\n"

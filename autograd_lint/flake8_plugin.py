@@ -3,7 +3,8 @@
 flake8 hands each file over on its own, so a Function whose base class is defined
 in another file is not recognised here (``autograd-lint check`` analyses whole
 runs); everything else goes through the same analysis and rules.  Selection and
-``# noqa`` are flake8's own.
+``# noqa`` are flake8's own, and ``# autograd-lint: noqa`` file-level comments are
+honoured here as by ``autograd-lint check``.
 
 The project options come from flake8's own options (``--agl-extra-function-bases``,
 ``--agl-allowed-ctx-tensor-attributes``, also read from flake8's config files) and
@@ -24,8 +25,10 @@ from flake8.exceptions import ExecutionError
 from autograd_lint import __version__
 from autograd_lint.model.analysis import analyze
 from autograd_lint.config import ConfigError, identifiers, project_settings, qualified_names
-from autograd_lint.engine import check_analysis
+from autograd_lint.engine import check_analysis, module_needs
+from autograd_lint.noqa import file_noqa
 from autograd_lint.rules import all_rules
+from autograd_lint.rules.agl100_unused_noqa import UnusedNoqa
 from autograd_lint.settings import Settings
 from autograd_lint.model.guard import run_guarded
 from autograd_lint.model.source import SourceError, SourceFile, module_name
@@ -41,7 +44,9 @@ def _codes_to_run(options: argparse.Namespace) -> tuple[str, ...]:
 
     flake8 lets an explicit ``--select AGL`` win over a default ignore, so a rule
     that is off by default runs only when its own code is selected, as with
-    ``autograd-lint check``.
+    ``autograd-lint check``.  AGL100 never runs here: flake8 applies ``# noqa``
+    itself, and one file at a time, so a noqa for a Function whose base is in
+    another file would look unused.
     """
     named = {
         code.strip().upper()
@@ -49,7 +54,9 @@ def _codes_to_run(options: argparse.Namespace) -> tuple[str, ...]:
         for code in (getattr(options, option, None) or ())
     }
     return tuple(
-        rule.code for rule in all_rules() if rule.enabled_by_default or rule.code in named
+        rule.code
+        for rule in all_rules()
+        if (rule.enabled_by_default or rule.code in named) and rule.code != UnusedNoqa.code
     )
 
 
@@ -115,9 +122,13 @@ class AutogradLintChecker:
             # syntax errors itself, E999), so this file could not be analysed: say so.
             yield 1, 0, f"{UNCHECKED_CODE} file not checked by autograd-lint: {error.problem}", type(self)
             return
+        # flake8 applies line noqa and `# flake8: noqa` itself, but does not know ours.
+        whole_file = file_noqa(self.lines)
         for diagnostic in diagnostics:
+            if whole_file.silences(diagnostic.code):
+                continue
             yield diagnostic.line, diagnostic.column, f"{diagnostic.code} {diagnostic.message}", type(self)
 
     def _check(self, source: SourceFile) -> list[Diagnostic]:
-        analysis = analyze(source, {}, self.settings)
+        analysis = analyze(source, {}, self.settings, module_needs(self.settings))
         return check_analysis(analysis, self.settings, honour_noqa=False)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 from urllib.parse import quote
 
 from autograd_lint import __version__
@@ -191,3 +192,42 @@ FORMATS: dict[str, Callable[[CheckOutcome], str]] = {
     "sarif": render_sarif,
     "github": render_github,
 }
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One row of ``--statistics``: how often a rule reported, and whether ``--fix`` can repair it."""
+
+    code: str
+    count: int
+    fixable: bool
+    title: str
+
+
+def statistics(diagnostics: Sequence[Diagnostic], fixable_codes: Collection[str]) -> list[Statistic]:
+    """One row per rule that reported, most frequent first (then by code), as ruff orders them."""
+    counts = Counter(d.code for d in diagnostics)
+    rows = []
+    for code, count in counts.items():
+        rule = rule_by_code(code)
+        rows.append(Statistic(code, count, code in fixable_codes, rule.title if rule else code))
+    return sorted(rows, key=lambda row: (-row.count, row.code))
+
+
+def render_statistics_text(rows: Sequence[Statistic]) -> str:
+    """ruff's layout: count, code and title in tab-separated columns, ``[*]`` on fixable rules."""
+    if not rows:
+        return ""
+    count_width = max(len(str(row.count)) for row in rows)
+    code_width = max(len(row.code) for row in rows)
+    any_fixable = any(row.fixable for row in rows)
+    lines = []
+    for row in rows:
+        marker = ("[*] " if row.fixable else "[ ] ") if any_fixable else ""
+        lines.append(f"{row.count:>{count_width}}\t{row.code:<{code_width}}\t{marker}{row.title}")
+    return "\n".join(lines) + "\n"
+
+
+def render_statistics_json(rows: Sequence[Statistic]) -> str:
+    document = [{"code": r.code, "count": r.count, "fixable": r.fixable, "title": r.title} for r in rows]
+    return json.dumps(document, indent=2) + "\n"

@@ -45,4 +45,6 @@ class Settings:
     extra_bases: frozenset[str] = frozenset()
     # ctx attributes that may hold tensors on purpose (AGL003).
     allowed_ctx_tensor_attributes: frozenset[str] = field(default_factory=frozenset)
+    # gen-tests: qualified names of surrogate-gradient Functions -> their reference ("" for none).
+    surrogate_gradients: tuple[tuple[str, str], ...] = ()
     jobs: int | None = None

@@ -258,6 +258,9 @@ def install() -> None:
             # Methods take (self, hook, ...); module-level functions (hook, ...).
             setattr(owner, function_name, _wrap_registration(original, class_name is not None))
     _installed = True
+    from autograd_lint.coverage import dynamo_skip
+
+    dynamo_skip.skip_when_dynamo_imported()
 
 
 def install_when_torch_imported() -> None:

@@ -12,7 +12,7 @@ abandons, a forward that is never backpropagated, and export-only traces are
 never added: the recorder under-reports rather than invents.
 
 All of this leans on private torch internals (listed in :data:`PATCHED`), so
-it is gated on the torch version, proves itself with :func:`self_test` before
+it is gated on the torch version, proves itself with :func:`.compile_self_test.run` before
 it records anything, and turns itself off when that fails.
 """
 
@@ -315,7 +315,9 @@ def start_at_first_compile(recorder: Recorder, failed: Callable[[str], None]) ->
         except (ImportError, AttributeError) as error:
             failed(f"torch internals changed ({error})")
         else:
-            failure = self_test()
+            from autograd_lint.coverage import compile_self_test
+
+            failure = compile_self_test.run()
             if failure is None:
                 activate(recorder)
             else:
@@ -323,47 +325,3 @@ def start_at_first_compile(recorder: Recorder, failed: Callable[[str], None]) ->
         return original(*args, **kwargs)
 
     torch.compile = compile
-
-
-def self_test() -> str | None:
-    """Compile a tiny Function and check the evidence arrives when, and only when, it should.
-
-    Returns None when the recorder works, else what went wrong.  Leaves no
-    recorder active.
-    """
-    import torch
-
-    class _Probe(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: Any) -> Any:
-            y = x * 2
-            return y
-
-        @staticmethod
-        def backward(ctx: Any, grad: Any) -> Any:
-            g = grad * 2
-            return g
-
-    def probe(x: Any) -> Any:
-        return _Probe.apply(x).sum()
-
-    filename = probe.__code__.co_filename
-    forward_line = _Probe.forward.__code__.co_firstlineno + 2
-    backward_line = _Probe.backward.__code__.co_firstlineno + 2
-    recorder = Recorder()
-    activate(recorder)
-    try:
-        x = torch.ones(2, requires_grad=True)
-        out = torch.compile(probe, backend="aot_eager", fullgraph=True)(x)
-        after_forward = arcs_to_lines(recorder.store.get("", {}).get(filename, ()))
-        out.backward()
-        after_backward = arcs_to_lines(recorder.store.get("", {}).get(filename, ()))
-    except Exception as error:  # any failure inside private torch code means "off"
-        return f"{type(error).__name__}: {error}"
-    finally:
-        activate(None)
-    if forward_line not in after_forward or backward_line in after_forward:
-        return f"forward evidence wrong: recorded lines {sorted(after_forward)}"
-    if backward_line not in after_backward:
-        return f"backward evidence missing: recorded lines {sorted(after_backward)}"
-    return None

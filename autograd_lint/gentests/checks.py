@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 
 from autograd_lint.gentests.inputs import FunctionInputs
+from autograd_lint.gentests.surrogate import Surrogate
 from autograd_lint.model.spec import FunctionSpec
 
 
@@ -21,6 +22,8 @@ class Check(enum.Enum):
     VMAP = "vmap"
     UNDEFINED_GRAD = "undefined_grad"
     NON_TENSOR_GRADS = "non_tensor_grads_are_none"
+    SURROGATE_GRADIENTS = "surrogate_gradients"
+    SURROGATE_REFERENCE = "surrogate_reference"
 
     @property
     def harness_function(self) -> str:
@@ -35,6 +38,8 @@ _HARNESS_FUNCTIONS = {
     Check.VMAP: "check_vmap",
     Check.UNDEFINED_GRAD: "check_undefined_grad",
     Check.NON_TENSOR_GRADS: "check_non_tensor_grads_are_none",
+    Check.SURROGATE_GRADIENTS: "check_surrogate_gradients",
+    Check.SURROGATE_REFERENCE: "check_surrogate_reference",
 }
 
 
@@ -47,18 +52,30 @@ def disables_grad_materialisation(spec: FunctionSpec) -> bool:
     )
 
 
-def checks_for(spec: FunctionSpec, inputs: FunctionInputs) -> tuple[Check, ...]:
-    """The checks of ``spec``, in a fixed order; () when it has no backward."""
+def checks_for(spec: FunctionSpec, inputs: FunctionInputs, surrogate: Surrogate | None = None) -> tuple[Check, ...]:
+    """The checks of ``spec``, in a fixed order; () when it has no backward.
+
+    A surrogate-gradient Function gets no check that compares backward with the
+    derivative of forward (gradcheck, gradgradcheck, forward AD, undefined
+    gradients): they must fail on it.  It gets the checks that still hold.
+    """
     backward = spec.backward_method
     if backward is None:
         return ()
-    checks = [Check.GRADCHECK]
-    checks.append(Check.ONCE_DIFFERENTIABLE if backward.is_once_differentiable else Check.GRADGRADCHECK)
-    if spec.method("jvp") is not None:
-        checks.append(Check.FORWARD_AD)
+    if surrogate is not None:
+        checks = [Check.SURROGATE_GRADIENTS]
+        if surrogate.reference is not None:
+            checks.append(Check.SURROGATE_REFERENCE)
+        if backward.is_once_differentiable:
+            checks.append(Check.ONCE_DIFFERENTIABLE)
+    else:
+        checks = [Check.GRADCHECK]
+        checks.append(Check.ONCE_DIFFERENTIABLE if backward.is_once_differentiable else Check.GRADGRADCHECK)
+        if spec.method("jvp") is not None:
+            checks.append(Check.FORWARD_AD)
     if spec.method("vmap") is not None or spec.attribute_is_true("generate_vmap_rule"):
         checks.append(Check.VMAP)
-    if disables_grad_materialisation(spec):
+    if surrogate is None and disables_grad_materialisation(spec):
         checks.append(Check.UNDEFINED_GRAD)
     if any(case.has_non_tensor for case in inputs.cases):
         checks.append(Check.NON_TENSOR_GRADS)

@@ -22,6 +22,7 @@ from autograd_lint.gentests.checks import checks_for
 from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
+from autograd_lint.gentests.surrogate import DeclarationError, Surrogate, declared_surrogate
 from autograd_lint.gentests.writer import FileState, compose, file_state, write_python_atomic
 from autograd_lint.model.spec import FunctionSpec
 
@@ -93,12 +94,13 @@ def group_by_module(specs: list[FunctionSpec]) -> tuple[list[ModuleTarget], list
 
 
 def plan_function(
-    spec: FunctionSpec, specs: list[FunctionSpec], sites: list[CallSite], recorded: recording.Recording
+    spec: FunctionSpec, specs: list[FunctionSpec], sites: list[CallSite], recorded: recording.Recording,
+    surrogate: Surrogate | None = None,
 ) -> FunctionPlan:
     inputs: FunctionInputs = choose_inputs(
         spec, recorded.cases_for(spec), match_call_sites(spec, sites, specs), default_sources(spec)
     )
-    return FunctionPlan(spec, inputs, checks_for(spec, inputs))
+    return FunctionPlan(spec, inputs, checks_for(spec, inputs, surrogate), surrogate)
 
 
 def _describe_only(analysis: object, settings: object) -> None:
@@ -109,7 +111,7 @@ def _describe_only(analysis: object, settings: object) -> None:
 def run(args: argparse.Namespace) -> int:
     from autograd_lint.model.discovery import iter_targets, run as discover
     from autograd_lint.model.guard import run_guarded
-    from autograd_lint.model.source import SourceError, read_source
+    from autograd_lint.model.source import SourceError, read_source, split_lines
 
     try:
         settings = project_settings(args.paths, args.config, args.isolated)
@@ -151,11 +153,24 @@ def run(args: argparse.Namespace) -> int:
     out_dir = os.path.realpath(args.out)
     origins: Counter[Origin] = Counter()
     stale: list[str] = []
+    configured_surrogates = dict(settings.surrogate_gradients)
     for target in targets:
+        try:
+            lines = [line.rstrip("\r\n") for line in split_lines(read_source(target.path).text)]
+        except SourceError as error:
+            report(str(error))
+            continue
         root_from_test = os.path.relpath(target.import_root, out_dir).replace(os.sep, "/")
 
         def plan_module() -> tuple[list[FunctionPlan], str]:
-            plans = [plan_function(spec, specs, sites, recorded) for spec in target.functions]
+            plans = []
+            for spec in target.functions:
+                try:
+                    surrogate = declared_surrogate(spec, lines, configured_surrogates)
+                except DeclarationError as error:
+                    report(str(error))
+                    surrogate = None
+                plans.append(plan_function(spec, specs, sites, recorded, surrogate))
             return plans, render_module(target.module, plans, root_from_test)
 
         try:

@@ -50,6 +50,9 @@ class TensorArg:
     dtype: str = "float64"
     device: str = "cpu"
     requires_grad: bool = True
+    contiguous: bool = True
+    values: tuple[float | int | bool | str, ...] | None = None
+    stats: tuple[tuple[str, float | bool], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,19 @@ class Case:
 
 
 def tensor(
-    shape: Sequence[int], dtype: str = "float64", device: str = "cpu", requires_grad: bool = True
+    shape: Sequence[int], dtype: str = "float64", device: str = "cpu", requires_grad: bool = True,
+    contiguous: bool = True, values: Sequence[float | int | bool | str] | None = None,
+    stats: dict[str, float | bool] | None = None,
 ) -> TensorArg:
-    """A tensor argument of a known shape."""
-    return TensorArg(tuple(shape), dtype, device, requires_grad)
+    """A tensor argument of a known shape, with its recorded values or statistics if any.
+
+    ``values`` are the flattened elements (``"nan"``, ``"inf"``, ``"-inf"`` as
+    strings); ``stats`` describe a tensor too large to record: ``min``, ``max``,
+    ``integral``, ``symmetric``, ``positive_definite``, ``simplex``.
+    """
+    return TensorArg(tuple(shape), dtype, device, requires_grad, contiguous,
+                     tuple(values) if values is not None else None,
+                     tuple(sorted(stats.items())) if stats else None)
 
 
 def any_scalar() -> ScalarArg:
@@ -124,23 +136,71 @@ def _is_differentiable_dtype(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
+def _drawn_values(shape: tuple[int, ...], dtype: torch.dtype, domain: Domain,
+                  generator: torch.Generator) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator, dtype=torch.float64) > 0.5
+    if not _is_differentiable_dtype(dtype):
+        # 0 and 1 are valid indices along any dimension of the candidate shapes.
+        return torch.randint(0, 2, shape, generator=generator).to(dtype)
+    _, low, high, signed = domain
+    real = torch.float64
+    magnitude = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
+    if signed:
+        sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
+        magnitude = magnitude * sign.to(real)
+    return magnitude.to(dtype)
+
+
+def _values_like_recorded(shape: tuple[int, ...], dtype: torch.dtype, stats: dict[str, float | bool],
+                          generator: torch.Generator) -> torch.Tensor:
+    """Random values with the recorded statistics of a tensor too large to record.
+
+    Structure first (a probability vector, a positive-definite or symmetric matrix),
+    else the recorded range, whole numbers where all recorded ones were.
+    """
+    real = torch.float64
+    low, high = float(stats.get("min", -1.0)), float(stats.get("max", 1.0))
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator, dtype=real) > 0.5
+    if stats.get("simplex"):
+        values = torch.softmax(torch.randn(shape, generator=generator, dtype=real), dim=-1)
+    elif stats.get("positive_definite"):
+        n = shape[-1]
+        factor = torch.randn(shape, generator=generator, dtype=real)
+        values = factor @ factor.transpose(-1, -2) / n + torch.eye(n, dtype=real)
+    elif stats.get("integral") or not _is_differentiable_dtype(dtype):
+        values = torch.randint(int(low), int(high) + 1, shape, generator=generator).to(real)
+    else:
+        values = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
+        if stats.get("symmetric") and len(shape) >= 2:
+            values = (values + values.transpose(-1, -2)) / 2
+    return values.to(dtype)
+
+
+def _non_contiguous(values: torch.Tensor) -> torch.Tensor:
+    """The same values, as every other element of a twice larger tensor (as a recorded view was)."""
+    if values.dim() == 0:
+        return values
+    spread = torch.zeros(values.shape[:-1] + (2 * values.shape[-1],), dtype=values.dtype, device=values.device)
+    spread[..., ::2] = values
+    return spread[..., ::2]
+
+
 def _make_tensor(arg: TensorArg, shape: tuple[int, ...], domain: Domain,
                  generator: torch.Generator) -> torch.Tensor:
     dtype = getattr(torch, arg.dtype)
-    if dtype == torch.bool:
-        values = torch.rand(shape, generator=generator, dtype=torch.float64) > 0.5
-    elif not _is_differentiable_dtype(dtype):
-        # 0 and 1 are valid indices along any dimension of the candidate shapes.
-        values = torch.randint(0, 2, shape, generator=generator).to(dtype)
+    if arg.values is not None:
+        flat = [float(item) if isinstance(item, str) else item for item in arg.values]
+        values = torch.tensor(flat, dtype=torch.float64 if dtype.is_floating_point else None).to(dtype)
+        values = values.reshape(shape)
+    elif arg.stats is not None:
+        values = _values_like_recorded(shape, dtype, dict(arg.stats), generator)
     else:
-        _, low, high, signed = domain
-        real = torch.float64
-        magnitude = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
-        if signed:
-            sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
-            magnitude = magnitude * sign.to(real)
-        values = magnitude.to(dtype)
+        values = _drawn_values(shape, dtype, domain, generator)
     values = values.to(arg.device)
+    if not arg.contiguous:
+        values = _non_contiguous(values)
     if arg.requires_grad and _is_differentiable_dtype(dtype):
         values.requires_grad_(True)
     return values
@@ -309,18 +369,75 @@ def _differentiable_call(function: Any, args: tuple[Any, ...]) -> tuple[Differen
 # The checks, one per generated test
 
 
+_GradcheckError = sys.modules["torch.autograd.gradcheck"].GradcheckError
+# gradcheck's own defaults, and the factor of the looser re-run that tells a
+# precision problem (passes when looser) from a wrong formula (fails anyway).
+_ATOL, _RTOL = 1e-5, 1e-3
+_LOOSER = 100
+
+
+def _describe_inputs(args: tuple[Any, ...]) -> str:
+    parts = []
+    for index, arg in enumerate(args):
+        if isinstance(arg, torch.Tensor):
+            layout = "" if arg.is_contiguous() else ", non-contiguous"
+            grad = ", requires_grad" if arg.requires_grad else ""
+            parts.append(f"#{index}: tensor {tuple(arg.shape)} {str(arg.dtype).removeprefix('torch.')}{layout}{grad}")
+        else:
+            parts.append(f"#{index}: {arg!r}")
+    return "; ".join(parts)
+
+
+def _where(seed: int = SEED) -> str:
+    """The test to re-run and the seed, so that a failure can be reproduced."""
+    node = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+    return f"seed {seed}" + (f"; reproduce with: pytest '{node}'" if node else "")
+
+
+def _run_gradcheck(what: str, function: Any, case: Case, run: Callable[..., bool], *,
+                   double_backward: bool = False, **options: Any) -> None:
+    """Run gradcheck (or gradgradcheck) ``run``; on failure, fail with what was compared on which inputs.
+
+    The message also says whether tolerances 100 times looser would pass, which
+    tells finite-difference noise (an ill-conditioned point) from a wrong formula.
+    """
+    args = make_args(function, case)
+    call, inputs = _differentiable_call(function, args)
+    # Double backward also differentiates with respect to the output gradients.
+    options["fast_mode"] = _fast_mode(inputs + call(*inputs) if double_backward else inputs)
+    try:
+        run(call, inputs, atol=_ATOL, rtol=_RTOL, **options)
+        return
+    except _GradcheckError as error:
+        detail = str(error).strip()
+    try:
+        run(call, inputs, atol=_ATOL * _LOOSER, rtol=_RTOL * _LOOSER, **options)
+        looser = f"with atol and rtol {_LOOSER} times looser it passes: the difference is small, check the conditioning"
+    except _GradcheckError:
+        looser = f"with atol and rtol {_LOOSER} times looser it still fails: the formula is wrong, not the precision"
+    pytest.fail(
+        f"{function.__qualname__}: {what}\n"
+        f"inputs (float64): {_describe_inputs(args)}; {_where()}\n"
+        f"{looser}\n"
+        f"gradcheck said: {detail}",
+        pytrace=False,
+    )
+
+
 def check_gradcheck(function: Any, case: Case) -> None:
     """backward agrees with finite differences."""
-    call, inputs = _differentiable_call(function, make_args(function, case))
-    torch.autograd.gradcheck(call, inputs, check_undefined_grad=False, fast_mode=_fast_mode(inputs))
+    _run_gradcheck("backward differs from the finite-difference Jacobian of forward (gradcheck)",
+                   function, case, torch.autograd.gradcheck, check_undefined_grad=False)
 
 
 def check_gradgradcheck(function: Any, case: Case) -> None:
     """backward is itself differentiable, correctly."""
-    call, inputs = _differentiable_call(function, make_args(function, case))
-    # Double backward also differentiates with respect to the output gradients.
-    fast_mode = _fast_mode(inputs + call(*inputs))
-    torch.autograd.gradgradcheck(call, inputs, check_undefined_grad=False, fast_mode=fast_mode)
+    _run_gradcheck(
+        "double backward differs from finite differences of backward (gradgradcheck). backward is not "
+        "@once_differentiable, so autograd differentiates through it and returns this wrong second "
+        "derivative silently; if it is not meant to be differentiated twice, decorate it with "
+        "@once_differentiable",
+        function, case, torch.autograd.gradgradcheck, double_backward=True, check_undefined_grad=False)
 
 
 def check_once_differentiable(function: Any, case: Case) -> None:
@@ -341,19 +458,22 @@ def check_once_differentiable(function: Any, case: Case) -> None:
 
 def check_forward_ad(function: Any, case: Case) -> None:
     """jvp agrees with finite differences (forward-mode AD)."""
-    call, inputs = _differentiable_call(function, make_args(function, case))
-    torch.autograd.gradcheck(call, inputs, check_forward_ad=True, check_backward_ad=False,
-                             check_undefined_grad=False, fast_mode=_fast_mode(inputs))
+    _run_gradcheck("jvp differs from finite differences of forward (gradcheck, check_forward_ad=True)",
+                   function, case, torch.autograd.gradcheck, check_forward_ad=True, check_backward_ad=False,
+                   check_undefined_grad=False)
 
 
 def check_undefined_grad(function: Any, case: Case) -> None:
     """backward treats undefined (``None``) output gradients as zeros."""
-    call, inputs = _differentiable_call(function, make_args(function, case))
-    torch.autograd.gradcheck(call, inputs, check_undefined_grad=True, fast_mode=_fast_mode(inputs))
+    _run_gradcheck("backward mishandles undefined (None) output gradients (gradcheck, check_undefined_grad=True)",
+                   function, case, torch.autograd.gradcheck, check_undefined_grad=True)
 
 
-def check_vmap(function: Any, case: Case) -> None:
-    """``torch.vmap`` over the Function equals a loop, and batched gradients are right."""
+def check_vmap(function: Any, case: Case, surrogate: bool = False) -> None:
+    """``torch.vmap`` over the Function equals a loop, and batched gradients are right.
+
+    For a ``surrogate`` gradient only the forward is compared: gradcheck must fail on it.
+    """
     samples = [make_args(function, case, seed=SEED + index) for index in range(BATCH_SIZE)]
     first = samples[0]
     in_dims = tuple(0 if isinstance(a, torch.Tensor) else None for a in first)
@@ -370,6 +490,8 @@ def check_vmap(function: Any, case: Case) -> None:
         if isinstance(batched_output, torch.Tensor):
             expected = torch.stack([outputs[index] for outputs in looped])
             torch.testing.assert_close(batched_output, expected)
+    if surrogate:
+        return
     call, inputs = _differentiable_call(function, first)
     torch.autograd.gradcheck(call, inputs, check_batched_grad=True, check_undefined_grad=False,
                              fast_mode=_fast_mode(inputs))
@@ -393,3 +515,83 @@ def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:
     )
     wrong = [i for i, a in enumerate(args) if not isinstance(a, torch.Tensor) and grads[i] is not None]
     assert not wrong, f"backward returned a gradient for non-tensor input(s) at position(s) {wrong}"
+
+
+# ---------------------------------------------------------------------------
+# Surrogate-gradient Functions: backward is deliberately not the derivative
+
+
+def load_reference(dotted_name: str) -> Callable[..., Any]:
+    """The function ``pkg.module.name`` declared as a surrogate gradient's reference."""
+    module_name, _, attribute = dotted_name.rpartition(".")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def _vector_jacobian(apply: Callable[..., Any], args: tuple[Any, ...], positions: list[int],
+                     grad_outputs: Sequence[torch.Tensor] | None = None,
+                     ) -> tuple[tuple[torch.Tensor | None, ...], tuple[torch.Tensor, ...]]:
+    """The gradients of ``apply(*args)`` at the inputs at ``positions``, and the output gradients used."""
+    outputs = [out for out in _differentiable_outputs(apply(*args)) if out.requires_grad]
+    if grad_outputs is None:
+        generator = torch.Generator().manual_seed(SEED)
+        grad_outputs = tuple(torch.randn(out.shape, generator=generator, dtype=out.dtype).to(out.device)
+                             for out in outputs)
+    inputs = [args[i] for i in positions]
+    grads = torch.autograd.grad(outputs, inputs, list(grad_outputs), allow_unused=True)
+    return tuple(grads), tuple(grad_outputs)
+
+
+def _grad_positions(function: Any, args: tuple[Any, ...]) -> list[int]:
+    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+    if not positions:
+        pytest.fail(f"{function.__qualname__}: the case has no floating-point tensor input to check")
+    return positions
+
+
+def check_surrogate_gradients(function: Any, case: Case) -> None:
+    """A surrogate backward returns gradients torch accepts (shape, dtype) and they are finite."""
+    args = make_args(function, case)
+    positions = _grad_positions(function, args)
+    try:
+        grads, _ = _vector_jacobian(function.apply, args, positions)
+        rejected = None
+    except RuntimeError as error:
+        rejected = str(error)
+    if rejected is not None:
+        pytest.fail(f"{function.__qualname__}: backward returned gradients torch rejects: {rejected}\n"
+                    f"inputs: {_describe_inputs(args)}; {_where()}", pytrace=False)
+    for position, grad in zip(positions, grads):
+        if grad is not None and not bool(torch.isfinite(grad).all()):
+            pytest.fail(f"{function.__qualname__}: backward returned a non-finite gradient for input "
+                        f"#{position} though forward's outputs are finite\n"
+                        f"inputs: {_describe_inputs(args)}; {_where()}", pytrace=False)
+
+
+def check_surrogate_reference(function: Any, case: Case, reference: Callable[..., Any]) -> None:
+    """A surrogate backward equals the autograd gradient of its declared reference function.
+
+    Both are given the same inputs and the same random output gradient (seeded);
+    an input whose gradient one side leaves out (``None``) counts as zeros.
+    """
+    args = make_args(function, case)
+    positions = _grad_positions(function, args)
+    got, grad_outputs = _vector_jacobian(function.apply, args, positions)
+    expected, _ = _vector_jacobian(reference, args, positions, grad_outputs)
+    for position, actual, wanted in zip(positions, got, expected):
+        actual = actual if actual is not None else torch.zeros_like(args[position])
+        wanted = wanted if wanted is not None else torch.zeros_like(args[position])
+        try:
+            torch.testing.assert_close(actual, wanted)
+            continue
+        except AssertionError as error:
+            difference = str(error)
+        pytest.fail(
+            f"{function.__qualname__}: the surrogate gradient of input #{position} differs from the "
+            f"gradient of its declared reference {getattr(reference, '__name__', reference)!s} "
+            f"(same inputs, same seeded output gradient)\n"
+            f"inputs: {_describe_inputs(args)}; {_where()}\n"
+            f"backward gave {actual.flatten()[:4].tolist()}..., the reference {wanted.flatten()[:4].tolist()}...\n"
+            f"{difference}\n"
+            "Either backward or the declared reference is wrong.",
+            pytrace=False,
+        )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autograd_lint.model.spec import FunctionSpec, Kind, Param
 
@@ -41,6 +41,11 @@ class TensorInput:
     dtype: str = "float64"
     device: str = "cpu"
     requires_grad: bool = True
+    contiguous: bool = True
+    # Recorded elements (flattened; "nan"/"inf"/"-inf" as strings), or, for a larger
+    # tensor, recorded statistics as sorted (name, value) pairs: see :mod:`.recording`.
+    values: tuple[float | int | bool | str, ...] | None = None
+    stats: tuple[tuple[str, float | bool], ...] | None = None
 
     @property
     def is_differentiable(self) -> bool:
@@ -113,7 +118,7 @@ def normalise_case(args: tuple[Input, ...]) -> InputCase:
         if isinstance(arg, TensorInput):
             dtype = _PROMOTED_DTYPES.get(arg.dtype, arg.dtype)
             requires_grad = arg.is_differentiable and (arg.requires_grad or not any_requires_grad)
-            arg = TensorInput(arg.shape, dtype, arg.device, requires_grad)
+            arg = replace(arg, dtype=dtype, requires_grad=requires_grad)
         normalised.append(arg)
     return InputCase(tuple(normalised))
 
@@ -215,17 +220,39 @@ def never_differentiated(spec: FunctionSpec) -> frozenset[int]:
     return frozenset(positions or ())
 
 
+def parameter_kinds(spec: FunctionSpec) -> dict[str, Kind]:
+    """The kind of each forward input as the analysis knows it.
+
+    A parameter forward (or ``setup_context``, by the same name) passes to
+    ``save_for_backward`` or ``mark_dirty``, or uses as a tensor, is a tensor; one
+    annotated or defaulted as a number is not.
+    """
+    forward = spec.method("forward")
+    kinds = dict(forward.param_kinds) if forward is not None else {}
+    setup = spec.method("setup_context")
+    if setup is not None:
+        for api in ("save_for_backward", "mark_dirty"):
+            for call in setup.calls(api):
+                for arg in call.args:
+                    if arg.name is not None and kinds.get(arg.name, Kind.UNKNOWN) is Kind.UNKNOWN:
+                        kinds[arg.name] = Kind.TENSOR
+    return kinds
+
+
 def _parameter_inputs(
     params: tuple[Param, ...], default_source: dict[str, str | None], shaped: bool,
-    never_differentiated: frozenset[int] = frozenset(),
+    never_differentiated: frozenset[int] = frozenset(), kinds: dict[str, Kind] | None = None,
 ) -> list[Input] | str:
     """Inputs for ``params``, or a reason why they can't be given.
 
     With ``shaped``, tensors must carry a jaxtyping shape; otherwise their shape is
-    left to the run-time search, and so is the value of an unannotated parameter at
-    a position in ``never_differentiated``.  Trailing parameters whose default is
-    not a literal are left out, so that the Function's own default applies.
+    left to the run-time search.  An unannotated parameter is a searched number
+    when ``kinds`` says it is not a tensor, or when it is at a position in
+    ``never_differentiated`` and not known to be a tensor; a tensor that never gets
+    a gradient does not require one.  Trailing parameters whose default is not a
+    literal are left out, so that the Function's own default applies.
     """
+    kinds = kinds or {}
     sizes: dict[str, int] = {}
     inputs: list[Input] = []
     for index, param in enumerate(params):
@@ -237,9 +264,14 @@ def _parameter_inputs(
                 return f"the default of parameter {param.name!r} is not a literal"
             inputs.append(ValueInput(source))
             continue
-        if param.annotation is None and index in never_differentiated and not shaped:
-            inputs.append(ScalarInput())
-            continue
+        if param.annotation is None and not shaped:
+            kind = kinds.get(param.name, Kind.UNKNOWN)
+            if kind is Kind.NON_TENSOR or (kind is Kind.UNKNOWN and index in never_differentiated):
+                inputs.append(ScalarInput())
+                continue
+            if index in never_differentiated:  # a tensor, e.g. saved for backward, without a gradient
+                inputs.append(TensorInput(None, requires_grad=False))
+                continue
         if is_tensor_annotation(param.annotation) or param.annotation is None:
             if not shaped:
                 inputs.append(TensorInput(None))
@@ -280,7 +312,7 @@ def choose_inputs(
     if not isinstance(annotated, str):
         return FunctionInputs(Origin.STATIC, (normalise_case(tuple(annotated)),))
     searched = _parameter_inputs(params, default_source, shaped=False,
-                                 never_differentiated=never_differentiated(spec))
+                                 never_differentiated=never_differentiated(spec), kinds=parameter_kinds(spec))
     if isinstance(searched, str):
         return FunctionInputs(Origin.NONE, (), searched)
     return FunctionInputs(Origin.SEARCH, (normalise_case(tuple(searched)),))

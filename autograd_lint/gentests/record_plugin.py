@@ -3,9 +3,12 @@
 Registered through the ``pytest11`` entry point, so it is loaded in every pytest
 run of everyone who installs autograd-lint: it only adds the option, and imports
 torch and patches ``torch.autograd.Function.apply`` only when
-``--autograd-record[=FILE]`` is given.  The structure of each call's arguments
-(tensor shape, dtype, device, requires_grad; small literal values) is kept in a
-:class:`~autograd_lint.gentests.recording.Recorder`, never tensor values.
+``--autograd-record`` (or ``--autograd-record-file=FILE``) is given.  Calls whose
+forward returned are counted by argument structure (tensor shape, dtype, device,
+requires_grad, contiguity; small literal values) in a
+:class:`~autograd_lint.gentests.recording.Recorder`; the first call of each
+structure also keeps what a replay needs: the values of small tensors, summary
+statistics of larger ones.
 
 Under pytest-xdist each worker records on its own and hands its cases to the
 controller (``workeroutput``), which writes the one file.
@@ -14,12 +17,21 @@ controller (``workeroutput``), which writes the one file.
 from __future__ import annotations
 
 import inspect
+import math
 import os
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import pytest
 
-from autograd_lint.gentests.recording import DEFAULT_PATH, EncodedArg, Recorder
+from autograd_lint.gentests.recording import (
+    DEFAULT_PATH,
+    MAX_RECORDED_ELEMENTS,
+    EncodedArg,
+    Recorder,
+    RecordingError,
+    not_a_recording,
+)
 
 WORKER_OUTPUT_KEY = "autograd_lint_recorded_inputs"
 # Non-tensor values larger than this are not "small": the call is not recorded.
@@ -29,33 +41,48 @@ MAX_SEQUENCE_LENGTH = 16
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("autograd-lint")
+    # A plain flag: an optional value would swallow a test path typed after it
+    # (`pytest --autograd-record tests/test_x.py` once overwrote that test file).
     group.addoption(
         "--autograd-record",
-        action="store",
-        nargs="?",
-        const=DEFAULT_PATH,
+        action="store_true",
+        default=False,
+        help="record the arguments of every autograd.Function.apply call for "
+        f"`autograd-lint gen-tests` (into {DEFAULT_PATH}, or --autograd-record-file)",
+    )
+    group.addoption(
+        "--autograd-record-file",
         default=None,
         metavar="FILE",
-        help="record the argument structure of every autograd.Function.apply call "
-        f"to FILE (default {DEFAULT_PATH}) for `autograd-lint gen-tests`",
+        help=f"where --autograd-record writes (default {DEFAULT_PATH}, relative to the "
+        "directory pytest was started in); implies --autograd-record; an existing FILE "
+        "must be a recording",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    destination = config.getoption("autograd_record", default=None)
-    if destination is None:
+    destination = config.getoption("autograd_record_file", default=None)
+    if destination is None and not config.getoption("autograd_record", default=False):
         return
-    path = os.path.join(str(config.invocation_params.dir), destination)
+    path = os.path.join(str(config.invocation_params.dir), destination or DEFAULT_PATH)
+    problem = not_a_recording(path)
+    if problem is not None:
+        raise pytest.UsageError(f"{path}: {problem}; give another --autograd-record-file")
     config.pluginmanager.register(_RecordingSession(config, path), "autograd-lint-recording")
 
 
 class _ArgumentEncoder:
-    """Encodes ``apply`` arguments for :class:`Recorder`; None means "not recordable"."""
+    """Encodes ``apply`` arguments for :class:`Recorder`; None means "not recordable".
+
+    ``with_values`` adds what a replay needs beyond the structure: the values of a
+    tensor of at most :data:`~.recording.MAX_RECORDED_ELEMENTS` elements, else
+    summary statistics (:func:`tensor_statistics`).
+    """
 
     def __init__(self, torch_module: Any) -> None:
         self.torch = torch_module
 
-    def encode(self, value: Any, nested: bool = False) -> EncodedArg | None:
+    def encode(self, value: Any, nested: bool = False, with_values: bool = False) -> EncodedArg | None:
         torch = self.torch
         if isinstance(value, torch.Tensor):
             if nested:
@@ -64,8 +91,15 @@ class _ArgumentEncoder:
                 shape = [int(size) for size in value.shape]
             except (TypeError, RuntimeError):  # symbolic sizes under tracing
                 return None
-            return {"tensor": {"shape": shape, "dtype": str(value.dtype).removeprefix("torch."),
-                               "device": str(value.device), "requires_grad": bool(value.requires_grad)}}
+            described: dict[str, Any] = {
+                "shape": shape, "dtype": str(value.dtype).removeprefix("torch."),
+                "device": str(value.device), "requires_grad": bool(value.requires_grad),
+            }
+            if not value.is_contiguous():
+                described["contiguous"] = False
+            if with_values:
+                described.update(self._contents(value))
+            return {"tensor": described}
         if value is None or isinstance(value, (bool, int)):
             return {"value": value}
         if isinstance(value, str):
@@ -80,6 +114,45 @@ class _ArgumentEncoder:
                 return None
             return {"tuple" if isinstance(value, tuple) else "list": items}
         return None
+
+    def _contents(self, value: Any) -> dict[str, Any]:
+        """``{"values": [...]}`` for a small real tensor, ``{"stats": {...}}`` for a larger one."""
+        if value.is_complex() or value.is_meta or value.layout != self.torch.strided:
+            return {}
+        flat = value.detach().to("cpu").reshape(-1)
+        if flat.numel() <= MAX_RECORDED_ELEMENTS:
+            return {"values": [encode_number(item) for item in flat.tolist()]}
+        return {"stats": tensor_statistics(self.torch, value.detach())}
+
+
+def tensor_statistics(torch: Any, value: Any) -> dict[str, Any]:
+    """What a replay needs to draw valid values for a tensor too large to store.
+
+    ``min``/``max`` over the finite values and ``integral`` (every value a whole
+    number), and the structure that domains of linear algebra and probability
+    Functions demand: ``symmetric`` and ``positive_definite`` (last two dimensions),
+    ``simplex`` (non-negative, summing to one along the last dimension).
+    """
+    real = value.to("cpu", torch.float64)
+    finite = real[torch.isfinite(real)]
+    stats: dict[str, Any] = {}
+    if finite.numel():
+        stats["min"], stats["max"] = float(finite.min()), float(finite.max())
+        stats["integral"] = bool((finite == finite.round()).all())
+    if real.dim() >= 2 and real.shape[-1] == real.shape[-2] and real.shape[-1] <= 512:
+        stats["symmetric"] = bool(torch.allclose(real, real.transpose(-1, -2)))
+        if stats["symmetric"]:
+            stats["positive_definite"] = bool((torch.linalg.cholesky_ex(real).info == 0).all())
+    if real.dim() >= 1 and real.shape[-1] > 1 and finite.numel() == real.numel():
+        stats["simplex"] = bool((real >= 0).all()) and bool(((real.sum(-1) - 1).abs() <= 1e-5).all())
+    return stats
+
+
+def encode_number(number: float | int | bool) -> float | int | bool | str:
+    """A tensor element for JSON: non-finite floats as their ``repr`` (JSON has no nan)."""
+    if isinstance(number, float) and not math.isfinite(number):
+        return repr(number)
+    return number
 
 
 def _positional_arguments(cls: Any, function_base: Any, args: tuple[Any, ...],
@@ -97,6 +170,17 @@ def _positional_arguments(cls: Any, function_base: Any, args: tuple[Any, ...],
     return None if bound.kwargs else tuple(bound.args)
 
 
+@dataclass
+class _PendingCall:
+    """A call encoded before forward ran, kept by the recorder once forward returned."""
+
+    module: str
+    qualname: str
+    path: str
+    structure: list[EncodedArg]
+    example: list[EncodedArg] | None = None
+
+
 class _RecordingSession:
     """Patches ``Function.apply`` for the session and writes the recording at its end."""
 
@@ -109,6 +193,8 @@ class _RecordingSession:
         self.recorder = Recorder()
         self.encoder = _ArgumentEncoder(torch)
         self.unrecorded_calls = 0
+        self.failed_calls = 0
+        self.write_error: str | None = None
         self.sources: dict[type, str] = {}
         self.function_base = torch.autograd.Function
         self.original_apply = self.function_base.__dict__["apply"]
@@ -118,8 +204,16 @@ class _RecordingSession:
         session = self
 
         def recording_apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
-            session.record(cls, args, kwargs)
-            return apply(cls, *args, **kwargs)
+            # Encoded before the call, as forward may change its inputs in place;
+            # kept only once forward returned: a test of an error path is no input case.
+            pending = session.encode_call(cls, args, kwargs)
+            try:
+                result = apply(cls, *args, **kwargs)
+            except BaseException:
+                session.failed_calls += pending is not None
+                raise
+            session.keep(pending)
+            return result
 
         recording_apply.__doc__ = apply.__doc__
         return recording_apply
@@ -134,20 +228,33 @@ class _RecordingSession:
             self.sources[cls] = (path if relative.startswith("..") else relative).replace(os.sep, "/")
         return self.sources[cls]
 
-    def record(self, cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Count one call; never raises, so that recording cannot break the user's tests."""
+    def encode_call(self, cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _PendingCall | None:
+        """One call's arguments, encoded; None when the call is not recorded.
+
+        Never raises, so that recording cannot break the user's tests.
+        """
         try:
             module = str(getattr(cls, "__module__", ""))
             if module == "torch" or module.startswith("torch."):
-                return
+                return None
             positional = _positional_arguments(cls, self.function_base, args, kwargs)
-            encoded = [self.encoder.encode(arg) for arg in positional] if positional is not None else [None]
-            if any(arg is None for arg in encoded):
+            structure = [self.encoder.encode(arg) for arg in positional] if positional is not None else [None]
+            if any(arg is None for arg in structure):
                 self.unrecorded_calls += 1
-                return
-            self.recorder.add(module, cls.__qualname__, self._source_path(cls), encoded)  # type: ignore[arg-type]
+                return None
+            call = _PendingCall(module, cls.__qualname__, self._source_path(cls), structure)  # type: ignore[arg-type]
+            if not self.recorder.has_case(call.module, call.qualname, call.structure):
+                # Values only for the first call of each structure: the one a replay uses.
+                example = [self.encoder.encode(arg, with_values=True) for arg in positional or ()]
+                call.example = example  # type: ignore[assignment]
+            return call
         except Exception:  # noqa: BLE001 - see docstring
             self.unrecorded_calls += 1
+            return None
+
+    def keep(self, call: _PendingCall | None) -> None:
+        if call is not None:
+            self.recorder.add(call.module, call.qualname, call.path, call.structure, call.example)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -156,20 +263,31 @@ class _RecordingSession:
         if output is not None:
             self.recorder.merge(output["recording"])
             self.unrecorded_calls += output["unrecorded_calls"]
+            self.failed_calls += output["failed_calls"]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         worker_output = getattr(self.config, "workeroutput", None)
         if worker_output is not None:
             worker_output[WORKER_OUTPUT_KEY] = {
                 "recording": self.recorder.as_json(), "unrecorded_calls": self.unrecorded_calls,
+                "failed_calls": self.failed_calls,
             }
             return
-        self.recorder.write(self.path)
+        try:
+            self.recorder.write(self.path)
+        except RecordingError as error:  # the file was replaced by something else during the run
+            self.write_error = str(error)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if getattr(self.config, "workeroutput", None) is not None:
             return
+        if self.write_error is not None:
+            terminalreporter.write_line(f"autograd-lint: {self.write_error}; nothing recorded", red=True)
+            return
         skipped = f", {self.unrecorded_calls} call(s) with unrecordable arguments" if self.unrecorded_calls else ""
+        if self.failed_calls:
+            skipped += f", {self.failed_calls} call(s) whose forward raised (not recorded)"
         terminalreporter.write_line(
             f"autograd-lint: recorded inputs of {len(self.recorder.functions)} Function(s) to {self.path}{skipped}"
         )

@@ -3,18 +3,23 @@
 The file is JSON, deterministic (sorted keys, cases ordered by call count then
 text)::
 
-    {"format": 1,
+    {"format": 2,
      "functions": {"pkg.ops.Square": {"module": "pkg.ops", "qualname": "Square",
                                        "path": "pkg/ops.py",
                                        "cases": [{"calls": 12, "args": [ARG, ...]}]}}}
 
-where an ``ARG`` is one of ``{"tensor": {"shape": [3, 4], "dtype": "float32",
-"device": "cpu", "requires_grad": true}}``, ``{"value": 2}`` (None, bools, ints,
-strings), ``{"float": "0.5"}`` (``repr``, so that inf and nan survive),
+where an ``ARG`` is one of ``{"tensor": TENSOR}``, ``{"value": 2}`` (None, bools,
+ints, strings), ``{"float": "0.5"}`` (``repr``, so that inf and nan survive),
 ``{"dtype": "float32"}``, ``{"tuple": [ARG, ...]}`` or ``{"list": [ARG, ...]}``
-(no tensors inside).  Tensor values are never stored.  This module does not
-import torch: the plugin encodes arguments, this module counts, merges and
-decodes them.
+(no tensors inside).  A ``TENSOR`` is ``{"shape": [3, 4], "dtype": "float32",
+"device": "cpu", "requires_grad": true}``, with ``"contiguous": false`` for a
+non-contiguous one, and either ``"values"`` (the flattened elements, when there
+are at most :data:`MAX_RECORDED_ELEMENTS`; non-finite ones as ``"nan"``,
+``"inf"``, ``"-inf"``) or ``"stats"`` (see ``record_plugin.tensor_statistics``).
+Calls are counted by structure (everything but values and stats); a case keeps
+the values of the first call of its structure.  Format 1 (structure only) is
+still read.  This module does not import torch: the plugin encodes arguments,
+this module counts, merges and decodes them.
 """
 
 from __future__ import annotations
@@ -25,10 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograd_lint.gentests.inputs import Input, InputCase, TensorInput, ValueInput, normalise_case
-from autograd_lint.gentests.writer import write_atomic
+from autograd_lint.files import write_atomically
 from autograd_lint.model.spec import FunctionSpec
 
-FORMAT = 1
+FORMAT = 2
+# Formats gen-tests reads and a new recording may replace.
+READABLE_FORMATS = (1, 2)
+# Tensors of at most this many elements are recorded with their values.
+MAX_RECORDED_ELEMENTS = 64
 DEFAULT_PATH = os.path.join(".autograd-lint", "inputs.json")
 CASES_KEPT = 3
 # Distinct cases counted per Function before further new ones are ignored:
@@ -38,18 +47,32 @@ CASES_TRACKED = 64
 EncodedArg = dict[str, Any]
 
 
+def structure_key(args: list[EncodedArg]) -> str:
+    """The canonical text of ``args`` without tensor values and statistics: what calls are counted by."""
+    def strip(arg: EncodedArg) -> EncodedArg:
+        if "tensor" in arg:
+            return {"tensor": {k: v for k, v in arg["tensor"].items() if k not in ("values", "stats")}}
+        return arg
+
+    return json.dumps([strip(arg) for arg in args], sort_keys=True)
+
+
 @dataclass
 class FunctionRecord:
-    """The distinct argument structures seen for one Function, with call counts."""
+    """The distinct argument structures seen for one Function, with call counts and an example each."""
 
     module: str
     qualname: str
     path: str
-    counts: dict[str, int] = field(default_factory=dict)  # canonical JSON of args -> calls
+    counts: dict[str, int] = field(default_factory=dict)  # structure_key -> calls
+    examples: dict[str, list[EncodedArg]] = field(default_factory=dict)  # structure_key -> first call's args
 
-    def add(self, args_key: str, calls: int = 1) -> None:
-        if args_key in self.counts or len(self.counts) < CASES_TRACKED:
-            self.counts[args_key] = self.counts.get(args_key, 0) + calls
+    def add(self, args: list[EncodedArg], example: list[EncodedArg] | None, calls: int = 1) -> None:
+        key = structure_key(args)
+        if key in self.counts or len(self.counts) < CASES_TRACKED:
+            self.counts[key] = self.counts.get(key, 0) + calls
+            if key not in self.examples:
+                self.examples[key] = example if example is not None else args
 
     def as_json(self) -> dict[str, Any]:
         ordered = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
@@ -57,7 +80,7 @@ class FunctionRecord:
             "module": self.module,
             "qualname": self.qualname,
             "path": self.path,
-            "cases": [{"calls": calls, "args": json.loads(key)} for key, calls in ordered[:CASES_KEPT]],
+            "cases": [{"calls": calls, "args": self.examples[key]} for key, calls in ordered[:CASES_KEPT]],
         }
 
 
@@ -67,12 +90,21 @@ class Recorder:
     def __init__(self) -> None:
         self.functions: dict[str, FunctionRecord] = {}
 
-    def add(self, module: str, qualname: str, path: str, args: list[EncodedArg]) -> None:
+    def _record(self, module: str, qualname: str, path: str) -> FunctionRecord:
         key = f"{module}.{qualname}"
-        record = self.functions.get(key)
-        if record is None:
-            record = self.functions[key] = FunctionRecord(module, qualname, path)
-        record.add(json.dumps(args, sort_keys=True))
+        if key not in self.functions:
+            self.functions[key] = FunctionRecord(module, qualname, path)
+        return self.functions[key]
+
+    def has_case(self, module: str, qualname: str, args: list[EncodedArg]) -> bool:
+        """Whether a call of this structure was kept already (its values need not be encoded)."""
+        record = self.functions.get(f"{module}.{qualname}")
+        return record is not None and structure_key(args) in record.examples
+
+    def add(self, module: str, qualname: str, path: str, args: list[EncodedArg],
+            example: list[EncodedArg] | None = None) -> None:
+        """Count a call of structure ``args``; ``example`` (with values) is kept for a new structure."""
+        self._record(module, qualname, path).add(args, example)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -82,26 +114,56 @@ class Recorder:
 
     def merge(self, data: dict[str, Any]) -> None:
         """Add the cases of another recorder's :meth:`as_json` (an xdist worker's)."""
-        for key, entry in data.get("functions", {}).items():
-            record = self.functions.get(key)
-            if record is None:
-                record = self.functions[key] = FunctionRecord(entry["module"], entry["qualname"], entry["path"])
+        for entry in data.get("functions", {}).values():
+            record = self._record(entry["module"], entry["qualname"], entry["path"])
             for case in entry["cases"]:
-                record.add(json.dumps(case["args"], sort_keys=True), case["calls"])
+                record.add(case["args"], None, case["calls"])
 
     def write(self, path: str) -> None:
-        """Write the recording, keeping Functions of an existing file that this run did not call."""
+        """Write the recording, keeping Functions of an existing file that this run did not call.
+
+        Raises :class:`RecordingError` when ``path`` holds something other than a recording.
+        """
+        problem = not_a_recording(path)
+        if problem is not None:
+            raise RecordingError(f"{path}: {problem}")
         data = self.as_json()
-        try:
-            with open(path, encoding="utf-8") as handle:
-                previous = json.load(handle)
-        except (FileNotFoundError, ValueError):
-            previous = {}
-        if previous.get("format") == FORMAT:
+        previous = _read_json(path)
+        if isinstance(previous, dict) and previous.get("format") in READABLE_FORMATS:
             for key, entry in previous.get("functions", {}).items():
                 data["functions"].setdefault(key, entry)
             data["functions"] = dict(sorted(data["functions"].items()))
-        write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+        write_atomically(path, text.encode("utf-8"))
+
+
+def _read_json(path: str) -> Any:
+    """The JSON value in ``path``; None when it is missing. Raises OSError, ValueError."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+
+
+def not_a_recording(path: str) -> str | None:
+    """Why a recording must not be written to ``path``; None when it is missing or a recording.
+
+    Only a file this tool wrote may be replaced: anything else (a test file typed
+    where the output was expected, a directory) belongs to the user.
+    """
+    if os.path.isdir(path):
+        return "is a directory, not a recording file"
+    try:
+        data = _read_json(path)
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    except ValueError:
+        data = ()
+    if data is None or (isinstance(data, dict) and data.get("format") in READABLE_FORMATS
+                        and isinstance(data.get("functions"), dict)):
+        return None
+    return "exists and is not a recording of `pytest --autograd-record`; not overwritten"
 
 
 class RecordingError(Exception):
@@ -130,8 +192,14 @@ def _value_source(arg: EncodedArg) -> str | None:
 def _decode(arg: EncodedArg) -> Input | None:
     if "tensor" in arg:
         tensor = arg["tensor"]
-        return TensorInput(tuple(int(n) for n in tensor["shape"]), str(tensor["dtype"]),
-                           str(tensor["device"]), bool(tensor["requires_grad"]))
+        values = tensor.get("values")
+        stats = tensor.get("stats")
+        return TensorInput(
+            tuple(int(n) for n in tensor["shape"]), str(tensor["dtype"]), str(tensor["device"]),
+            bool(tensor["requires_grad"]), contiguous=bool(tensor.get("contiguous", True)),
+            values=tuple(values) if isinstance(values, list) else None,
+            stats=tuple(sorted(stats.items())) if isinstance(stats, dict) and stats else None,
+        )
     source = _value_source(arg)
     return ValueInput(source) if source is not None else None
 
@@ -176,6 +244,6 @@ def load(path: str) -> Recording:
         return Recording({})
     except (OSError, ValueError) as error:
         raise RecordingError(f"{path}: cannot read recorded inputs: {error}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in READABLE_FORMATS:
         raise RecordingError(f"{path}: not a recorded-inputs file of format {FORMAT}")
     return Recording(dict(data.get("functions", {})))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from autograd_lint.gentests.checks import Check
 from autograd_lint.gentests.inputs import FunctionInputs, Input, InputCase, Origin, ScalarInput, TensorInput
+from autograd_lint.gentests.surrogate import Surrogate
 from autograd_lint.model.spec import FunctionSpec
 
 RECORD_HINT = (
@@ -41,6 +42,25 @@ class FunctionPlan:
     spec: FunctionSpec
     inputs: FunctionInputs
     checks: tuple[Check, ...]
+    surrogate: Surrogate | None = None
+
+    def check_arguments(self, check: Check) -> str:
+        """What the harness call of ``check`` takes after ``(function, case``."""
+        surrogate = self.surrogate
+        if surrogate is None:
+            return ""
+        if check is Check.VMAP:
+            return ", surrogate=True"
+        if check is Check.SURROGATE_REFERENCE and surrogate.reference is not None:
+            if surrogate.reference_is_import:
+                return f", reference=load_reference({_quoted(surrogate.reference)})"
+            return f", reference={surrogate.reference}"
+        return ""
+
+
+def _tuple_source(items: tuple[float | int | bool | str, ...]) -> str:
+    texts = [_quoted(item) if isinstance(item, str) else repr(item) for item in items]
+    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
 
 
 def _input_source(arg: Input) -> str:
@@ -52,6 +72,12 @@ def _input_source(arg: Input) -> str:
             options += f", device={_quoted(arg.device)}"
         if not arg.requires_grad:
             options += ", requires_grad=False"
+        if not arg.contiguous:
+            options += ", contiguous=False"
+        if arg.values is not None:
+            options += f", values={_tuple_source(arg.values)}"
+        if arg.stats is not None:
+            options += ", stats={" + ", ".join(f"{_quoted(name)}: {value!r}" for name, value in arg.stats) + "}"
         if arg.shape is None:
             return f"any_tensor({options.lstrip(', ')})"
         shape = "(" + ", ".join(map(str, arg.shape)) + ("," if len(arg.shape) == 1 else "") + ")"
@@ -109,6 +135,8 @@ def _required_device_marks(case: InputCase) -> str:
 def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
     spec, inputs = plan.spec, plan.inputs
     description = _ORIGIN_DESCRIPTIONS[inputs.origin]
+    if plan.surrogate is not None:
+        description += "; a declared surrogate gradient (backward is not the derivative of forward)"
     lines = [
         "",
         "",
@@ -129,7 +157,7 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
             "",
             '    @pytest.mark.parametrize("case", CASES)',
             f"    def test_{check.value}(self, case: Case) -> None:",
-            f"        {check.harness_function}(subject.{spec.qualname}, case)",
+            f"        {check.harness_function}(subject.{spec.qualname}, case{plan.check_arguments(check)})",
         ]
     return lines
 
@@ -139,6 +167,8 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
     names = {"Case", "import_subject"}
     for plan in plans:
         names.update(check.harness_function for check in plan.checks)
+        if plan.surrogate is not None and plan.surrogate.reference_is_import:
+            names.add("load_reference")
         for case in plan.inputs.cases:
             for arg in case.args:
                 if isinstance(arg, TensorInput):

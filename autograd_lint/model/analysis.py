@@ -5,13 +5,14 @@ This is the only place that decides how much of a file libcst parses:
 * nothing, when no class header has a base that can lead to a Function;
 * the candidate class blocks alone, in the common case;
 * the whole module, when a block does not parse on its own or when the module
-  uses one of its Functions outside the class (``Fn(...)``, ``Fn.forward(...)``,
-  ``Fn.apply([a, b])``, ``Fn.apply`` in a module that uses torch.func), which
-  the module-level rules need to see.
+  uses one of its Functions outside the class in a way a selected rule declares
+  it needs to see (:class:`ModuleNeed`: ``Fn(...)``, ``Fn.forward(...)``,
+  ``Fn.apply([a, b])``, ``Fn.apply`` in a module that uses torch.func).
 """
 
 from __future__ import annotations
 
+import enum
 import re
 import sys
 from collections import Counter
@@ -49,6 +50,18 @@ TRANSFORMS = frozenset("grad grad_and_value vjp jvp jacrev jacfwd hessian vmap l
 TRANSFORM_MODULES = ("torch.func", "functorch")
 # How far to look for the end of an argument list before giving up (and parsing).
 _ARGUMENTS_SCAN_LIMIT = 5000
+
+
+class ModuleNeed(enum.Enum):
+    """What a rule needs to see outside the Function classes; a file is parsed whole
+    only when its text shows something a selected rule needs (``Rule.needs``)."""
+
+    FUNCTION_USES = "calls on a Function class: Fn(...), Fn(...)(...), Fn.forward(...)"
+    APPLY_CONTAINERS = "container literals passed to Fn.apply or an alias of it"
+    APPLY_TRANSFORMS = "Fn.apply reached by a torch.func transform"
+
+
+EVERY_NEED = frozenset(ModuleNeed)
 
 
 @dataclass
@@ -109,8 +122,12 @@ def analyze(
     source: SourceFile,
     known: Mapping[str, FunctionSpec],
     settings: Settings,
+    needs: frozenset[ModuleNeed] = EVERY_NEED,
 ) -> FileAnalysis:
     """Find and describe the Functions of ``source``; raises :class:`SourceError`.
+
+    ``needs`` says what outside the Function classes the caller's rules look at
+    (every need when the caller is not running rules, e.g. gen-tests).
 
     Each step runs as a named :func:`~autograd_lint.model.guard.stage`, so that a
     failure says where it happened.
@@ -130,7 +147,9 @@ def analyze(
             return analysis
         names = "|".join(sorted({re.escape(h.name) for h in headers}))
         uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
-        used = _is_used(source.text, uses) or _apply_needs_module(source.text, names, imports)
+        used = (ModuleNeed.FUNCTION_USES in needs and _is_used(source.text, uses)) or _apply_needs_module(
+            source.text, names, imports, needs
+        )
     with stage(path, "parsing"):
         units = None if used else _block_units(source, headers)
         if units is None:
@@ -152,15 +171,18 @@ def _is_used(text: str, uses: re.Pattern[str]) -> bool:
     return False
 
 
-def _apply_needs_module(text: str, names: str, imports: ImportMap) -> bool:
-    """Whether ``Fn.apply`` is used in a way a module-level rule looks at.
+def _apply_needs_module(text: str, names: str, imports: ImportMap, needs: frozenset[ModuleNeed]) -> bool:
+    """Whether ``Fn.apply`` is used in a way that ``needs`` asks to see.
 
     That is a container literal among the arguments of ``Fn.apply(...)`` or of a
-    call through an alias ``f = Fn.apply`` (AGL018), or a torch.func transform
-    called on ``Fn.apply``, on its alias, on a ``lambda`` or on a ``def`` whose
-    body uses ``Fn.apply`` (AGL010).  Plain calls ``Fn.apply(x, y)`` keep the fast
-    path that parses class blocks alone.
+    call through an alias ``f = Fn.apply`` (:attr:`ModuleNeed.APPLY_CONTAINERS`), or a torch.func
+    transform called on ``Fn.apply``, on its alias, on a ``lambda`` or on a ``def``
+    whose body uses ``Fn.apply`` (:attr:`ModuleNeed.APPLY_TRANSFORMS`).  Otherwise
+    the fast path parses class blocks alone.
     """
+    containers = ModuleNeed.APPLY_CONTAINERS in needs
+    if not containers and ModuleNeed.APPLY_TRANSFORMS not in needs:
+        return False
     before = re.compile(_BEFORE_APPLY_TEMPLATE.format(names=names))
     applied = False
     aliases: set[str] = set()
@@ -168,18 +190,18 @@ def _apply_needs_module(text: str, names: str, imports: ImportMap) -> bool:
         prefix = before.search(text, max(0, match.start() - _BEFORE_APPLY_WINDOW), match.start())
         if prefix is None:
             continue
-        if match.group(1) and _container_argument(text, match.end()):
+        if match.group(1) and containers and _container_argument(text, match.end()):
             return True
         applied = True
         if prefix.group(1) is not None and not match.group(1):
             aliases.add(prefix.group(1))
     if not applied:
         return False
-    if aliases:
+    if aliases and containers:
         calls = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(aliases))) + r")\s*\(")
         if any(_container_argument(text, m.end()) for m in calls.finditer(text)):
             return True
-    transform_calls = _transform_calls(text, imports)
+    transform_calls = _transform_calls(text, imports) if ModuleNeed.APPLY_TRANSFORMS in needs else None
     if transform_calls is None:
         return False
     apply = re.compile(r"\b(?:" + names + r")\s*\.\s*apply\b")
@@ -273,10 +295,11 @@ def _container_argument(text: str, start: int) -> bool:
 def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedUnit] | None:
     """Parse each candidate class on its own; ``None`` if one of them doesn't parse,
     if two of them have the same qualified name (their rules would not know which
-    block holds which), or if a candidate's name has another ``class`` definition
-    that the blocks leave out (it may be the one a base name refers to)."""
-    for name, count in Counter(h.name for h in headers).items():
-        if len(re.findall(rf"\bclass[ \t]+{name}\b", source.text)) > count:
+    block holds which), or if a base names a candidate that has another ``class``
+    definition the blocks leave out (which may be the one the base refers to)."""
+    counts = Counter(h.name for h in headers)
+    for name in {b.split(".", 1)[0] for h in headers for b in h.base_names} & counts.keys():
+        if len(re.findall(rf"\bclass[ \t]+{name}\b", source.text)) > counts[name]:
             return None
     lines = split_lines(source.text)
     units: list[ParsedUnit] = []

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from autograd_lint.model.analysis import FileAnalysis, analyze, mentions_function, syntax_check
+from autograd_lint.model.analysis import (
+    EVERY_NEED,
+    FileAnalysis,
+    ModuleNeed,
+    analyze,
+    mentions_function,
+    syntax_check,
+)
 from autograd_lint.model.guard import run_guarded, stage
 from autograd_lint.model.locate import INDENT, line_matches
 from autograd_lint.settings import Settings
@@ -106,6 +113,7 @@ class _Round(Generic[T]):
     known: Mapping[str, FunctionSpec]
     settings: Settings
     job: FileJob[T]
+    needs: frozenset[ModuleNeed] = EVERY_NEED
     # Round one: the gate for files that can define a Function by themselves.
     extra_words: re.Pattern[str] | None = None
     # Later rounds: names of the Functions found in the previous round.
@@ -119,7 +127,7 @@ _Task = tuple[str, bool, bool]
 def _analyse(source: SourceFile, explicit: bool, state: _Round[T]) -> FileResult[T]:
     if explicit:
         syntax_check(source)
-    analysis = analyze(source, state.known, state.settings)
+    analysis = analyze(source, state.known, state.settings, state.needs)
     with stage(source.path, "running the rules"):
         result = state.job(analysis, state.settings)
     return FileResult(source.path, analysis.functions, analysis.open_refs, result)
@@ -192,7 +200,12 @@ class Run(Generic[T]):
         return [f for r in self.results for f in r.functions]
 
 
-def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJob[T]) -> Run[T]:
+def run(
+    paths: Sequence[str | os.PathLike[str]],
+    settings: Settings,
+    job: FileJob[T],
+    needs: frozenset[ModuleNeed] = EVERY_NEED,
+) -> Run[T]:
     """Analyse every file under ``paths`` and apply ``job`` to each that holds a Function."""
     errors: list[SourceError] = []
     targets: dict[str, bool] = {}
@@ -202,7 +215,7 @@ def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJo
         else:
             targets.setdefault(target.path, target.explicit)
     extra = _words_pattern(name.rsplit(".", 1)[-1] for name in settings.extra_bases)
-    state: _Round[T] = _Round({}, settings, job, extra_words=extra)
+    state: _Round[T] = _Round({}, settings, job, needs, extra_words=extra)
     tasks: list[_Task] = [(path, explicit, False) for path, explicit in targets.items()]
     results: dict[str, FileResult[T]] = {}
     known: dict[str, FunctionSpec] = {}
@@ -218,7 +231,7 @@ def run(paths: Sequence[str | os.PathLike[str]], settings: Settings, job: FileJo
         # A file refers to a Function of another module by its top-level name.
         top_names = {f.qualname.split(".", 1)[0] for f in new.values()}
         mention = _words_pattern(top_names)
-        state = _Round(dict(known), settings, job, mention=mention)
+        state = _Round(dict(known), settings, job, needs, mention=mention)
         tasks = [
             (path, targets[path], result.analysed)
             for path, result in results.items()

@@ -9,7 +9,8 @@ small: a method that numpy arrays or Python objects also have (``sum``, ``max``,
 
 from __future__ import annotations
 
-from typing import Mapping
+from functools import lru_cache
+from typing import Callable, Iterable, Mapping
 
 import libcst as cst
 
@@ -24,6 +25,7 @@ TENSOR_METHODS = frozenset(
     addmm unsqueeze squeeze_ permute transpose t narrow select index_select masked_fill
     new_empty new_zeros new_ones new_full new_tensor flatten unflatten repeat_interleave
     sign abs neg sqrt rsqrt pow mul div add sub clamp gather scatter where reciprocal sin cos
+    sum mean prod std var norm amax amin cumsum cumprod logsumexp square
     """.split()
 )
 # Methods whose receiver is certainly a tensor (numpy has none of them).
@@ -60,6 +62,24 @@ TORCH_NON_TENSOR_CALLS = frozenset(
     "set_grad_enabled autocast get_rng_state set_rng_state manual_seed seed initial_seed "
     "compile jit typename numel result_type promote_types can_cast broadcast_shapes".split()
 )
+# torch functions that return a tuple (or a named tuple) of tensors, not one tensor.
+TUPLE_RETURNING = frozenset(
+    """
+    meshgrid broadcast_tensors atleast_1d atleast_2d atleast_3d sort topk max min median nanmedian
+    mode kthvalue cummax cummin aminmax std_mean var_mean unique unique_consecutive frexp
+    histogram histogramdd geqrf qr svd slogdet lu lu_unpack lstsq triangular_solve eig eigh
+    where nonzero gradient adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d
+    max_pool1d max_pool2d max_pool3d fractional_max_pool2d fractional_max_pool3d
+    multi_head_attention_forward native_batch_norm native_layer_norm native_group_norm
+    batch_norm_stats batch_norm_gather_stats batch_norm_gather_stats_with_counts
+    cholesky_ex inv_ex solve_ex lu_factor lu_factor_ex ldl_factor ldl_factor_ex lstm gru
+    rnn_tanh rnn_relu lstm_cell embedding_bag native_dropout batch_norm_backward_reduce
+    cudnn_batch_norm miopen_batch_norm fake_quantize_per_tensor_affine_cachemask
+    fake_quantize_per_channel_affine_cachemask choose_qparams_optimized
+    """.split()
+)
+# Name parts that mark the rest of the split/chunk family (unsafe_split, split_copy, ...).
+TUPLE_RETURNING_PARTS = ("split", "chunk", "unbind", "with_indices")
 TORCH_TENSOR_NAMESPACES = frozenset(
     {"torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"}
 )
@@ -68,7 +88,21 @@ SAVED_ATTRIBUTES = frozenset({"saved_tensors", "saved_variables"})
 NON_TENSOR_ANNOTATIONS = frozenset(
     "int float bool str tuple list dict set complex bytes torch.dtype torch.device dtype device "
     "Callable typing.Callable Tuple List Dict Sequence typing.Tuple typing.List typing.Dict "
-    "torch.Size Size".split()
+    "torch.Size Size Iterable Mapping collections.abc.Callable collections.abc.Sequence "
+    "torch.distributed.ProcessGroup ProcessGroup torch.Generator Generator".split()
+)
+# Methods of a tensor that give an integer or bool tensor.
+INDEX_TENSOR_METHODS = frozenset(
+    "long int bool short byte char argmax argmin argsort nonzero eq ne lt le gt ge "
+    "isnan isinf isfinite logical_and logical_or logical_not logical_xor".split()
+)
+# torch functions that give an integer or bool tensor.
+INDEX_TENSOR_FUNCTIONS = frozenset(
+    "argmax argmin argsort nonzero eq ne lt le gt ge isnan isinf isfinite logical_and logical_or "
+    "logical_not logical_xor randint randperm bucketize searchsorted".split()
+)
+INDEX_DTYPES = frozenset(
+    "long int int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool short".split()
 )
 
 
@@ -89,15 +123,110 @@ def ctx_attribute(node: cst.BaseExpression, ctx_name: str | None) -> str | None:
     return None
 
 
-def annotation_kind(annotation: str | None) -> Kind:
-    """The kind a parameter annotation promises."""
+def join(kinds: "Iterable[Kind]") -> Kind:
+    """The kind of a value that is one of ``kinds`` (one per path, or per union member)."""
+    found = set(kinds)
+    if not found:
+        return Kind.UNKNOWN
+    if len(found) == 1:
+        return found.pop()
+    if Kind.UNKNOWN in found:
+        return Kind.UNKNOWN
+    if found <= {Kind.TENSOR, Kind.INDEX_TENSOR}:
+        return Kind.TENSOR
+    if found <= {Kind.TENSOR, Kind.INDEX_TENSOR, Kind.OPTIONAL_TENSOR, Kind.NONE}:
+        return Kind.OPTIONAL_TENSOR
+    if found <= {Kind.NON_TENSOR, Kind.NONE}:
+        return Kind.NON_TENSOR
+    return Kind.UNKNOWN
+
+
+def without_none(kind: Kind) -> Kind:
+    """What is left of ``kind`` on the path where the value is not None."""
+    return Kind.TENSOR if kind is Kind.OPTIONAL_TENSOR else kind
+
+
+# Annotations naming torch.Tensor itself, its legacy typed aliases, and Parameter.
+_TENSOR_TYPES = frozenset(
+    "torch.Tensor torch.FloatTensor torch.DoubleTensor torch.HalfTensor torch.BFloat16Tensor "
+    "torch.nn.Parameter torch.nn.parameter.Parameter torch.cuda.FloatTensor torch.cuda.HalfTensor".split()
+)
+_INDEX_TENSOR_TYPES = frozenset(
+    "torch.LongTensor torch.IntTensor torch.BoolTensor torch.ByteTensor torch.ShortTensor "
+    "torch.CharTensor torch.cuda.LongTensor torch.cuda.IntTensor torch.cuda.BoolTensor".split()
+)
+_UNION_HEADS = frozenset({"Union", "typing.Union"})
+_OPTIONAL_HEADS = frozenset({"Optional", "typing.Optional"})
+
+
+def annotation_kind(annotation: str | cst.BaseExpression | None, imports: ImportMap | None = None) -> Kind:
+    """The kind an annotation promises, reading it as a type.
+
+    ``Optional[Tensor]`` is an optional tensor; ``Union[int, Tensor]`` and
+    ``int | Tensor`` are unions (neither a tensor nor a non-tensor); a class whose
+    name merely contains ``Tensor`` (``DTensorSpec``, ``TensorList``) is unknown.
+    A bare ``Tensor`` counts as ``torch.Tensor`` unless an import binds it elsewhere.
+    """
     if annotation is None:
         return Kind.UNKNOWN
-    text = annotation.replace(" ", "").strip("'\"")
-    if "Tensor" in text:
+    if isinstance(annotation, str):
+        return _annotation_text_kind(annotation, imports)
+    return _type_kind(annotation, imports)
+
+
+@lru_cache(maxsize=4096)
+def _parsed_annotation(text: str) -> cst.BaseExpression | None:
+    try:
+        return cst.parse_expression(text.strip())
+    except cst.ParserSyntaxError:
+        return None
+
+
+def _annotation_text_kind(text: str, imports: ImportMap | None) -> Kind:
+    node = _parsed_annotation(text)
+    return Kind.UNKNOWN if node is None else _type_kind(node, imports)
+
+
+def _type_name(node: cst.BaseExpression, imports: ImportMap | None) -> str | None:
+    name = dotted_name(node)
+    if name is None:
+        return None
+    resolved = imports.resolve(name) if imports is not None else None
+    if resolved is None and name == "Tensor":
+        return "torch.Tensor"  # `from torch import Tensor` under TYPE_CHECKING, or a stub
+    return resolved or name
+
+
+def _type_kind(node: cst.BaseExpression, imports: ImportMap | None) -> Kind:
+    if isinstance(node, cst.SimpleString):
+        return _annotation_text_kind(node.evaluated_value if isinstance(node.evaluated_value, str) else "", imports)
+    if is_none(node):
+        return Kind.NONE
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+        return join((_type_kind(node.left, imports), _type_kind(node.right, imports)))
+    if isinstance(node, cst.Subscript):
+        head = _type_name(node.value, imports) or ""
+        members = [
+            e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)
+        ]
+        short_head = head.rsplit(".", 1)[-1]
+        if head in _UNION_HEADS or short_head == "Union":
+            return join(_type_kind(m, imports) for m in members)
+        if head in _OPTIONAL_HEADS or short_head == "Optional":
+            return join([*(_type_kind(m, imports) for m in members), Kind.NONE])
+        if short_head in ("Annotated",) and members:
+            return _type_kind(members[0], imports)
+        return Kind.NON_TENSOR if short_head in NON_TENSOR_ANNOTATIONS or head in NON_TENSOR_ANNOTATIONS else Kind.UNKNOWN
+    name = _type_name(node, imports)
+    if name is None:
+        return Kind.UNKNOWN
+    if name in _TENSOR_TYPES:
         return Kind.TENSOR
-    head = text.split("[", 1)[0]
-    if head in NON_TENSOR_ANNOTATIONS:
+    if name in _INDEX_TENSOR_TYPES:
+        return Kind.INDEX_TENSOR
+    if name in NON_TENSOR_ANNOTATIONS or name.removeprefix("builtins.") in NON_TENSOR_ANNOTATIONS:
+        return Kind.NON_TENSOR
+    if name.startswith("typing.") and name.rsplit(".", 1)[-1] in NON_TENSOR_ANNOTATIONS:
         return Kind.NON_TENSOR
     return Kind.UNKNOWN
 
@@ -131,12 +260,27 @@ CONTAINERS = (
 )
 
 
-class Classifier:
-    """Classifies expressions of one method, given what is known about its names."""
+# How a classifier learns a name's kind: the kind where that use reads it, or
+# None when the method does not bind the name (a global or a builtin).
+NameKinds = Callable[[cst.Name], "Kind | None"]
 
-    def __init__(self, imports: ImportMap, names: Mapping[str, Kind]) -> None:
+
+def mapping_lookup(names: Mapping[str, Kind]) -> NameKinds:
+    """A lookup that gives every use of a name the one kind ``names`` holds for it."""
+    return lambda node: names.get(node.value)
+
+
+class Classifier:
+    """Classifies expressions of one method, given what is known about its names.
+
+    ``names`` is either a mapping from name to kind (one kind for every use) or a
+    lookup per use (:class:`autograd_lint.model.semantic.MethodModel` gives the
+    kind of the bindings that reach each use).
+    """
+
+    def __init__(self, imports: ImportMap, names: Mapping[str, Kind] | NameKinds) -> None:
         self.imports = imports
-        self.names = names
+        self.lookup: NameKinds = mapping_lookup(names) if isinstance(names, Mapping) else names
 
     def kind(self, node: cst.BaseExpression) -> Kind:
         if is_none(node):
@@ -144,7 +288,7 @@ class Classifier:
         if is_literal(node) or isinstance(node, CONTAINERS) or isinstance(node, cst.Lambda):
             return Kind.NON_TENSOR
         if isinstance(node, cst.Name):
-            return self.names.get(node.value, Kind.UNKNOWN)
+            return self.lookup(node) or Kind.UNKNOWN
         if isinstance(node, cst.Attribute):
             return self._attribute(node)
         if isinstance(node, cst.Call):
@@ -157,14 +301,24 @@ class Classifier:
             return self.kind(node.expression)
         if isinstance(node, cst.Subscript):
             return self._subscript(node)
-        if isinstance(node, cst.Comparison) or isinstance(node, cst.BooleanOperation):
-            return Kind.UNKNOWN  # tensor comparisons give tensors
+        if isinstance(node, cst.Comparison):
+            # A comparison of tensors is a bool tensor; of anything else, unknown.
+            sides = [node.left, *(c.comparator for c in node.comparisons)]
+            plain = all(
+                isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) is False for c in node.comparisons
+            )
+            if plain and any(self.kind(side).is_tensor for side in sides):
+                return Kind.INDEX_TENSOR
+            return Kind.UNKNOWN
+        if isinstance(node, cst.IfExp):
+            from_arms = join((self.kind(node.body), self.kind(node.orelse)))
+            return from_arms
         return Kind.UNKNOWN
 
     def _subscript(self, node: cst.Subscript) -> Kind:
         base = self.kind(node.value)
-        if base is Kind.TENSOR:
-            return Kind.TENSOR
+        if base.is_tensor:
+            return base
         # An element of a list or tuple may be a tensor; an element of a shape,
         # size or stride is an int.
         value = node.value
@@ -183,39 +337,68 @@ class Classifier:
         attr = node.attr.value
         if attr in NON_TENSOR_ATTRIBUTES:
             return Kind.NON_TENSOR
-        if attr in ("T", "mT", "H", "mH", "real", "imag") and self.kind(node.value) is Kind.TENSOR:
-            return Kind.TENSOR
+        if attr in ("T", "mT", "H", "mH", "real", "imag", "data"):
+            receiver = self.kind(node.value)
+            return receiver if receiver.is_tensor else Kind.UNKNOWN
+        if attr == "indices" and isinstance(node.value, cst.Call):
+            return Kind.INDEX_TENSOR if self.kind(node.value) is not Kind.NON_TENSOR else Kind.UNKNOWN
         return Kind.UNKNOWN
 
     def _call(self, node: cst.Call) -> Kind:
         func = node.func
         name = dotted_name(func)
         if isinstance(func, cst.Name):
-            if func.value in NON_TENSOR_BUILTINS and func.value not in self.names:
+            if func.value in NON_TENSOR_BUILTINS and self.lookup(func) is None:
                 return Kind.NON_TENSOR
             return Kind.UNKNOWN
         if not isinstance(func, cst.Attribute):
             return Kind.UNKNOWN
         qualified = self.imports.resolve(name) if name else None
         if qualified is not None and (qualified == "torch" or qualified.startswith("torch.")):
-            return self._torch_call(qualified)
+            kind = self._torch_call(qualified)
+            if kind is Kind.TENSOR and (
+                qualified.rsplit(".", 1)[-1] in INDEX_TENSOR_FUNCTIONS or self._index_dtype(node)
+            ):
+                return Kind.INDEX_TENSOR
+            return kind
         if qualified is not None:
             return Kind.UNKNOWN  # numpy, math, another module's function
         method = func.attr.value
         receiver = self.kind(func.value)
         if receiver is Kind.NON_TENSOR:
             return Kind.UNKNOWN
-        if method in NON_TENSOR_METHODS and receiver is Kind.TENSOR:
+        if method in NON_TENSOR_METHODS and receiver.is_tensor:
             return Kind.NON_TENSOR
-        if method in ("size", "dim", "numel", "item", "tolist", "stride", "data_ptr"):
+        if method in ("dim", "numel", "item", "tolist", "stride", "data_ptr"):
             return Kind.NON_TENSOR
-        if method in TENSOR_METHODS and (receiver is Kind.TENSOR or method in TENSOR_ONLY_METHODS):
+        if method == "size" and receiver.is_tensor:
+            return Kind.NON_TENSOR
+        if receiver.is_tensor and method in INDEX_TENSOR_METHODS:
+            return Kind.INDEX_TENSOR
+        if method in TENSOR_METHODS and (receiver.is_tensor or method in TENSOR_ONLY_METHODS):
+            if method == "to" and self._index_dtype(node):
+                return Kind.INDEX_TENSOR
+            if receiver is Kind.INDEX_TENSOR and method in _DTYPE_KEEPING_METHODS:
+                return Kind.INDEX_TENSOR
             return Kind.TENSOR
         return Kind.UNKNOWN
+
+    def _index_dtype(self, node: cst.Call) -> bool:
+        """Whether the call names an integer or bool dtype (``dtype=torch.long``, ``.to(torch.int32)``)."""
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value != "dtype":
+                continue
+            name = dotted_name(arg.value)
+            qualified = self.imports.resolve(name) if name else None
+            if qualified is not None and qualified.startswith("torch.") and qualified[6:] in INDEX_DTYPES:
+                return True
+        return False
 
     @staticmethod
     def _torch_call(qualified: str) -> Kind:
         namespace, _, function = qualified.rpartition(".")
+        if function in TUPLE_RETURNING or any(part in function for part in TUPLE_RETURNING_PARTS):
+            return Kind.UNKNOWN  # a tuple of tensors (a single one for some arguments)
         if namespace == "torch":
             if function in TORCH_NON_TENSOR_CALLS or function.startswith(("is_", "get_", "set_", "_")):
                 return Kind.UNKNOWN
@@ -230,8 +413,21 @@ class Classifier:
     def _combine(left: Kind, right: Kind, operator: cst.BaseBinaryOp) -> Kind:
         if isinstance(operator, cst.MatrixMultiply):
             return Kind.TENSOR
-        if Kind.TENSOR in (left, right) and Kind.NONE not in (left, right):
+        if left is Kind.INDEX_TENSOR and right is Kind.INDEX_TENSOR and isinstance(
+            operator, (cst.BitAnd, cst.BitOr, cst.BitXor)
+        ):
+            return Kind.INDEX_TENSOR
+        if (left.is_tensor or right.is_tensor) and Kind.NONE not in (left, right):
+            if Kind.INDEX_TENSOR in (left, right) and not (left is Kind.TENSOR or right is Kind.TENSOR):
+                return Kind.UNKNOWN  # mask * 2 is an integer tensor, mask * 0.5 a float one
             return Kind.TENSOR
         if left is Kind.NON_TENSOR and right is Kind.NON_TENSOR:
             return Kind.NON_TENSOR
         return Kind.UNKNOWN
+
+
+# Tensor methods that keep an integer tensor's dtype.
+_DTYPE_KEEPING_METHODS = frozenset(
+    "clone detach contiguous view view_as reshape reshape_as expand expand_as cuda cpu unsqueeze "
+    "squeeze permute transpose t narrow select index_select flatten unflatten gather".split()
+)

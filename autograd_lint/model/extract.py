@@ -14,18 +14,12 @@ from typing import Iterator, Mapping, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from autograd_lint.model import traverse
-from autograd_lint.model.exprs import (
-    TENSOR_ONLY_METHODS,
-    Classifier,
-    annotation_kind,
-    dotted_name,
-    is_literal,
-    is_none,
-)
-from autograd_lint.model.flow import target_names
+from autograd_lint.model import semantic, traverse
+from autograd_lint.model.exprs import dotted_name, is_literal, is_none
+from autograd_lint.model.flow import return_statements as flow_returns
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.locate import scope_prefix
+from autograd_lint.model.source import split_lines
 from autograd_lint.model.spec import (
     FUNCTION_METHODS,
     CtxCall,
@@ -276,12 +270,28 @@ def _describe(
         bases=bases,
         base_specs=base_specs,
         complete=complete,
+        decorators=tuple(unit.code(d.decorator) for d in info.node.decorators),
     )
+    defs = {
+        s.name.value: s
+        for s in _block(info.node.body)
+        if isinstance(s, cst.FunctionDef) and s.name.value in FUNCTION_METHODS
+    }
+    graded = _graded_inputs(defs, is_plain=not base_specs and complete)
+    # forward first: setup_context's `output` is a tensor when forward returns only tensors.
+    if "forward" in defs:
+        spec.methods["forward"] = MethodBuilder(defs["forward"], unit, imports, spec, graded).build()
+    output_is_tensor = _returns_one_tensor(spec.methods.get("forward"))
     for statement in _block(info.node.body):
         if isinstance(statement, cst.FunctionDef) and statement.name.value in FUNCTION_METHODS:
-            spec.methods[statement.name.value] = MethodBuilder(
-                statement, unit, imports, spec
-            ).build()
+            name = statement.name.value
+            if name == "forward":
+                continue
+            tensor_params: frozenset[str] = frozenset()
+            if name == "setup_context" and output_is_tensor:
+                positional = [*statement.params.posonly_params, *statement.params.params]
+                tensor_params = frozenset(p.name.value for p in positional[2:3])
+            spec.methods[name] = MethodBuilder(statement, unit, imports, spec, tensor_params).build()
         elif isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 target = None
@@ -297,6 +307,46 @@ def _describe(
                         unit.code(small.value), kind, None, unit.position(small)
                     )
     return spec
+
+
+def _returns_one_tensor(forward: MethodSpec | None) -> bool:
+    """Whether every ``return`` of forward gives one tensor."""
+    return forward is not None and bool(forward.returns) and all(
+        r.elements is None and r.value is not None and r.value.kind.is_tensor for r in forward.returns
+    )
+
+
+def _graded_inputs(defs: Mapping[str, cst.FunctionDef], is_plain: bool) -> frozenset[str]:
+    """forward's parameters that backward gives a gradient (a tuple element other than
+    ``None``): evidence that they are tensors.  Only when forward and backward are both
+    in this class and the class derives from torch's Function directly, so that the
+    style (and so which parameter is the i-th input) is certain."""
+    forward = defs.get("forward")
+    backward = defs.get("backward") or defs.get("vjp")
+    if forward is None or backward is None or not is_plain:
+        return frozenset()
+    params = forward.params
+    if params.star_arg is not None and isinstance(params.star_arg, cst.Param):
+        return frozenset()
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    inputs = positional if "setup_context" in defs else positional[1:]
+    found: set[str] = set()
+    for ret in flow_returns(backward):
+        value = ret.value
+        if value is None:
+            continue
+        if isinstance(value, cst.Tuple):
+            if any(isinstance(e, cst.StarredElement) for e in value.elements):
+                continue
+            elements = [e.value for e in value.elements]
+        elif len(inputs) == 1:
+            elements = [value]  # anything else may be a tuple: `(None,) + (g,)`, `helper(g)`
+        else:
+            continue
+        for index, element in enumerate(elements):
+            if index < len(inputs) and not is_none(element) and not is_literal(element):
+                found.add(inputs[index])
+    return frozenset(found)
 
 
 def _is_single_value(node: cst.BaseExpression) -> bool:
@@ -341,45 +391,22 @@ class _BodyVisitor(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            for name in target_names(target.target):
-                self.b.assignments.setdefault(name, []).append(
-                    node.value if isinstance(target.target, cst.Name) else None
-                )
             self.b.ctx_targets(target.target, node.value)
         if self.b.is_ctx_read(node.value, "saved_tensors", "saved_variables"):
             self.b.saved_reads_assigned[node.value] = tuple(t.target for t in node.targets)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        for name in target_names(node.target):
-            self.b.assignments.setdefault(name, []).append(node.value)
         if node.value is not None:
             self.b.ctx_targets(node.target, node.value)
 
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        for name in target_names(node.target):
-            self.b.assignments.setdefault(name, []).append(None)
-
     def visit_For(self, node: cst.For) -> bool:  # type: ignore[override]
-        for name in target_names(node.target):
-            self.b.assignments.setdefault(name, []).append(None)
         return self._enter_loop(node)
-
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            for name in target_names(node.asname.name):
-                self.b.assignments.setdefault(name, []).append(None)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        for name in target_names(node.target):
-            self.b.assignments.setdefault(name, []).append(None)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             if func.value.value == self.b.ctx and self.b.ctx is not None:
                 self.b.call_nodes.append(node)
-            elif func.attr.value in TENSOR_ONLY_METHODS:
-                self.b.tensor_evidence.add(func.value.value)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if self.b.is_ctx_read(node.value, "needs_input_grad") and len(node.slice) == 1:
@@ -396,7 +423,12 @@ class MethodBuilder:
     """Describes one method of a Function class as a :class:`MethodSpec`."""
 
     def __init__(
-        self, node: cst.FunctionDef, unit: ParsedUnit, imports: ImportMap, owner: FunctionSpec
+        self,
+        node: cst.FunctionDef,
+        unit: ParsedUnit,
+        imports: ImportMap,
+        owner: FunctionSpec,
+        tensor_params: frozenset[str] = frozenset(),
     ) -> None:
         self.node = node
         self.unit = unit
@@ -409,16 +441,24 @@ class MethodBuilder:
         ctx_index = 1 if is_classmethod else 0
         self.ctx: str | None = positional[ctx_index].name if len(positional) > ctx_index else None
         self.return_nodes: list[cst.Return] = []
-        self.assignments: dict[str, list[cst.BaseExpression | None]] = {}
         self.call_nodes: list[cst.Call] = []
         self.read_nodes: list[tuple[cst.Attribute, bool]] = []
         self.write_nodes: list[tuple[str, cst.BaseExpression | None, cst.CSTNode]] = []
         self.saved_reads_assigned: dict[cst.BaseExpression, tuple[cst.BaseExpression, ...]] = {}
-        self.tensor_evidence: set[str] = set()
-        self.param_kinds: dict[str, Kind] = {}
         self.index_nodes: list[tuple[cst.Subscript, int]] = []  # ctx.needs_input_grad[k]
         traverse.visit(node, _BodyVisitor(self))
-        self.classifier = Classifier(imports, self._name_kinds())
+        self.semantic = semantic.build(
+            node,
+            imports,
+            skip=ctx_index,
+            declared=self._declared_kinds(positional, ctx_index),
+            tensor_params=tensor_params,
+        )
+        self.param_kinds = {
+            p.name: self.semantic.param_kind(p.name)
+            for p in positional
+            if p.name != self.ctx or node.name.value == "forward"
+        }
 
     # -- small pieces -----------------------------------------------------------
     def _decorator(self, decorator: cst.Decorator) -> Decorator:
@@ -488,59 +528,24 @@ class MethodBuilder:
                     self.write_nodes.append((attr, element_value, element.value))
 
     # -- name kinds ---------------------------------------------------------------
-    def _param_kind(self, param: Param) -> Kind:
-        declared = annotation_kind(param.annotation)
-        if declared is not Kind.UNKNOWN:
-            return declared
-        if param.default is not None and param.default.kind is Kind.NON_TENSOR:
-            return Kind.NON_TENSOR
-        if self.node.name.value == "backward" or self.node.name.value == "vjp":
-            return Kind.TENSOR  # grad outputs are tensors (or None, handled by AGL012)
-        if param.name in self.tensor_evidence:
-            return Kind.TENSOR
-        return Kind.UNKNOWN
-
-    def _name_kinds(self) -> dict[str, Kind]:
-        kinds: dict[str, Kind] = {}
-        for param in self.params:
-            if param.name == self.ctx or not param.is_positional:
-                continue
-            kinds[param.name] = self._param_kind(param)
-        # Passing a name to save_for_backward or mark_dirty says it is a tensor.
-        for call in self.call_nodes:
-            if call.func.attr.value in ("save_for_backward", "mark_dirty"):  # type: ignore[attr-defined]
-                for arg in call.args:
-                    if isinstance(arg.value, cst.Name) and kinds.get(arg.value.value) is Kind.UNKNOWN:
-                        kinds[arg.value.value] = Kind.TENSOR
-        self.param_kinds = dict(kinds)
-        # forward's first parameter is an input, not ctx, in split style (which is
-        # decided by the class, not here).
-        if self.node.name.value == "forward" and self.ctx is not None:
-            first = next(p for p in self.params if p.name == self.ctx)
-            self.param_kinds[first.name] = self._param_kind(first)
-        # Locals: two passes so that a name can use one assigned before it.
-        for _ in range(2):
-            classifier = Classifier(self.imports, kinds)
-            for name, values in self.assignments.items():
-                found = {classifier.kind(v) if v is not None else Kind.UNKNOWN for v in values}
-                kinds[name] = found.pop() if len(found) == 1 else Kind.UNKNOWN
-        for value, targets in self.saved_reads_assigned.items():
-            for target in targets:
-                if isinstance(target, (cst.Tuple, cst.List)):
-                    for element in target.elements:
-                        if isinstance(element.value, cst.Name):
-                            kinds[element.value.value] = Kind.TENSOR
-        return kinds
+    def _declared_kinds(self, positional: Sequence[Param], ctx_index: int) -> dict[str, Kind]:
+        """Kinds known from the method's role: backward/vjp's gradient parameters are tensors
+        (``None`` only with ``set_materialize_grads(False)``, which AGL012 checks)."""
+        if self.node.name.value not in ("backward", "vjp"):
+            return {}
+        grads = positional[ctx_index + 1 :]
+        return {p.name: Kind.TENSOR for p in grads if not p.annotation}
 
     # -- the spec -------------------------------------------------------------------
     def summarize(self, node: cst.BaseExpression) -> Expr:
         name = node.value if isinstance(node, cst.Name) else None
-        return Expr(self.unit.code(node), self.classifier.kind(node), name, self.unit.position(node))
+        return Expr(self.unit.code(node), self.semantic.kind(node), name, self.unit.position(node))
 
-    def _single_tuple(self, name: str) -> cst.Tuple | None:
-        values = self.assignments.get(name, [])
-        if len(values) == 1 and isinstance(values[0], cst.Tuple):
-            return values[0]
+    def _single_tuple(self, name: cst.Name) -> cst.Tuple | None:
+        """The tuple literal ``name`` holds where it is returned, when only one binding reaches it."""
+        reaching = [b for b in self.semantic.reaching(name) if b.how is not semantic.How.NARROWING]
+        if len(reaching) == 1 and isinstance(reaching[0].value, cst.Tuple):
+            return reaching[0].value
         return None
 
     def _return(self, node: cst.Return) -> Return:
@@ -552,7 +557,7 @@ class MethodBuilder:
         tuple_node: cst.Tuple | None = value if isinstance(value, cst.Tuple) else None
         shape = "tuple"
         if isinstance(value, cst.Name) and tuple_node is None:
-            tuple_node = self._single_tuple(value.value)
+            tuple_node = self._single_tuple(value)
             shape = "tuple" if tuple_node is not None else "name"
         if tuple_node is None and summary.kind is not Kind.TENSOR and _is_single_value(value):
             summary = Expr(summary.text, Kind.TENSOR, summary.name, summary.position)
@@ -631,6 +636,7 @@ class MethodBuilder:
             ctx_reads=tuple(sorted(reads, key=lambda r: (r.position.line, r.position.column))),
             param_kinds=self.param_kinds,
             node=self.node,
+            semantic=self.semantic,
         )
 
     def _literal_elements(self, value: cst.BaseExpression | None) -> tuple[Expr, ...] | None:
@@ -646,3 +652,21 @@ class MethodBuilder:
         name = self.unit.position(self.node.name)
         gap = len(self.node.whitespace_after_def.value)
         return Position(name.line, max(name.column - len("def") - gap, 0))
+
+
+def is_decorated(function: FunctionSpec, text: str) -> bool:
+    """Whether the class statement of ``function`` has a decorator.
+
+    Read from the source text as well as the node: a class parsed as a block on its
+    own starts at its ``class`` line, after its decorators.
+    """
+    if function.decorators:
+        return True
+    lines = split_lines(text)
+    index = function.position.line - 2
+    while index >= 0:
+        line = lines[index].strip()
+        if line and not line.startswith("#"):
+            return line.startswith("@")
+        index -= 1
+    return False

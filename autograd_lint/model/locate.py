@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 # Indentation as Python's tokenizer reads it: spaces, tabs, and form feeds, which
 # reset the column to 0 (so only what follows the last one counts).
@@ -195,7 +195,7 @@ def _is_code(rest: str) -> bool:
     return rest not in ("", "\n", "\r\n") and not rest.startswith("#")
 
 
-def _enclosing_scopes(lines: list[str], index: int, indent: int) -> tuple[tuple[str, str], ...]:
+def _enclosing_scopes(lines: Sequence[str], index: int, indent: int) -> tuple[tuple[str, str], ...]:
     scopes: list[tuple[str, str]] = []
     for previous in range(index - 1, -1, -1):
         if indent == 0:
@@ -217,7 +217,7 @@ def scope_prefix(enclosing: tuple[tuple[str, str], ...]) -> str:
     return ".".join(parts) + "." if parts else ""
 
 
-def class_block(lines: list[str], header: ClassHeader) -> ClassBlock:
+def class_block(lines: Sequence[str], header: ClassHeader) -> ClassBlock:
     """Cut the class that starts at ``header`` out of the file's ``lines`` and dedent it.
 
     ``lines`` is :func:`autograd_lint.model.source.split_lines` of the text,

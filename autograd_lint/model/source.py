@@ -17,7 +17,6 @@ import tokenize
 from dataclasses import dataclass
 
 _LONE_CR = re.compile(r"\r(?!\n)")
-_LINE = re.compile(r"[^\n]*\n|[^\n]+")
 
 
 class SourceError(Exception):
@@ -70,13 +69,19 @@ def has_lone_cr(text: str) -> bool:
     return "\r" in text and _LONE_CR.search(text) is not None
 
 
-def split_lines(text: str) -> list[str]:
+@functools.lru_cache(maxsize=16)
+def split_lines(text: str) -> tuple[str, ...]:
     r"""``text``'s lines as Python's tokenizer counts them, each with its line break.
 
     ``text`` is a :class:`SourceFile`'s (no lone ``\r``); unlike
-    ``str.splitlines(keepends=True)``, only ``\n`` ends a line.
+    ``str.splitlines(keepends=True)``, only ``\n`` ends a line.  Cached: the
+    engine and the rules ask for the lines of the same file again and again.
     """
-    return _LINE.findall(text)
+    lines = [line + "\n" for line in text.split("\n")]
+    last = lines.pop()[:-1]
+    if last:
+        lines.append(last)
+    return tuple(lines)
 
 
 def decode_source(data: bytes, path: str) -> str:

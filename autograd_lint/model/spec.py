@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 if TYPE_CHECKING:
     import libcst as cst
 
+    from autograd_lint.model.semantic import MethodModel
+
 # Methods that PyTorch looks up on a Function class, in the order they are
 # usually written.
 FUNCTION_METHODS = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap")
@@ -42,9 +44,23 @@ class Kind(enum.Enum):
     """What an expression evaluates to, as far as syntax can tell."""
 
     TENSOR = "tensor"
+    # An integer or bool tensor (masks, indices, ids): a tensor that never needs a gradient.
+    INDEX_TENSOR = "integer or bool tensor"
+    # A tensor on some paths and None on the others.
+    OPTIONAL_TENSOR = "tensor or None"
     NON_TENSOR = "non-tensor"
     NONE = "None"
     UNKNOWN = "unknown"
+
+    @property
+    def is_tensor(self) -> bool:
+        """Certainly a tensor (floating point or integer/bool)."""
+        return self in (Kind.TENSOR, Kind.INDEX_TENSOR)
+
+    @property
+    def may_be_tensor(self) -> bool:
+        """A tensor on some path, or not known not to be one."""
+        return self not in (Kind.NON_TENSOR, Kind.NONE)
 
 
 @dataclass(frozen=True)
@@ -173,10 +189,14 @@ class MethodSpec:
     param_kinds: dict[str, Kind] = field(default_factory=dict)
     # The libcst node; only in the process that parsed the file, never pickled.
     node: "cst.FunctionDef | None" = field(default=None, compare=False, repr=False)
+    # The semantic model of the body (bindings, kinds, flows, in-place writes), built
+    # once with the spec; like ``node``, only in the process that parsed the file.
+    semantic: "MethodModel | None" = field(default=None, compare=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["node"] = None
+        state["semantic"] = None
         return state
 
     def has_decorator(self, *qualified_names: str) -> bool:
@@ -199,7 +219,9 @@ class MethodSpec:
 
     @property
     def positional(self) -> tuple[Param, ...]:
-        return tuple(p for p in self.params if p.is_positional)
+        """The positional parameters that receive arguments (a classmethod's ``cls`` left out)."""
+        positional = tuple(p for p in self.params if p.is_positional)
+        return positional[1:] if self.is_classmethod else positional
 
     @property
     def has_var_positional(self) -> bool:
@@ -207,7 +229,8 @@ class MethodSpec:
 
     @property
     def ctx_name(self) -> str | None:
-        """The name of the first positional parameter (ctx is found by position, not name)."""
+        """The name of the first positional parameter after a classmethod's ``cls`` (ctx is
+        found by position, not name)."""
         positional = self.positional
         return positional[0].name if positional else None
 
@@ -240,6 +263,8 @@ class FunctionSpec:
     class_attributes: dict[str, Expr] = field(default_factory=dict)
     base_specs: tuple["FunctionSpec", ...] = ()
     complete: bool = True
+    # Decorators of the class statement (a decorator may wrap or replace the class).
+    decorators: tuple[str, ...] = ()
 
     @property
     def full_name(self) -> str:

@@ -19,9 +19,11 @@ imported from other modules are out of scope, and so are aliases such as
 
 from __future__ import annotations
 
+import ast
 import enum
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -381,3 +383,37 @@ class ApplyIndex:
         while parent is not None and not isinstance(parent, cst.FunctionDef):
             parent = self.parents.get(parent)
         return parent
+
+
+@dataclass(frozen=True)
+class ApplyCall:
+    """A ``Name.apply(...)`` call without ``*``/``**`` arguments: where, and how many arguments."""
+
+    line: int
+    arguments: int
+
+
+@lru_cache(maxsize=16)
+def apply_calls(text: str) -> Mapping[str, tuple[ApplyCall, ...]]:
+    """The ``Name.apply(...)`` calls of a module, by the name before ``.apply``.
+
+    Read with :mod:`ast` (a small fraction of a libcst parse), and only by the rules
+    that need call sites for a Function whose other facts leave them undecided;
+    empty when the text does not parse.  Names are taken as written: the caller
+    checks that the name can only mean its Function.
+    """
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    found: dict[str, list[ApplyCall]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        func = node.func
+        if func.attr != "apply" or not isinstance(func.value, ast.Name):
+            continue
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            continue
+        found.setdefault(func.value.id, []).append(ApplyCall(node.lineno, len(node.args)))
+    return {name: tuple(calls) for name, calls in found.items()}

@@ -4,9 +4,45 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autograd_lint.rules._common import plural
+from autograd_lint.model.spec import FunctionSpec, Kind
+from autograd_lint.model.usage import apply_calls
+from autograd_lint.rules._common import argument_range, plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.model.spec import Kind
+
+
+def _widest_apply(ctx: FunctionContext) -> tuple[int, int] | None:
+    """The most arguments a ``Fn.apply(...)`` call of this module passes (and its line),
+    when the class name means one Function only in this module."""
+    function = ctx.function
+    if sum(1 for f in ctx.analysis.functions if f.name == function.name) != 1:
+        return None
+    calls = apply_calls(ctx.analysis.source.text).get(function.name, ())
+    widest = max(calls, key=lambda call: call.arguments, default=None)
+    return None if widest is None else (widest.arguments, widest.line)
+
+
+def _passed_count(function: FunctionSpec, ctx: FunctionContext, returned: int) -> tuple[int | None, str] | None:
+    """How many inputs ``apply`` passes, with the wording that says why, when a backward
+    returning ``returned`` gradients certainly fails; None when it may be right.
+
+    ``apply`` passes what the caller wrote, and combined style leaves defaulted
+    trailing parameters out of the inputs when the caller does: a count between the
+    required and the declared inputs is right for some calls.  It is wrong only for a
+    call seen in this module that passes more.
+    """
+    span = argument_range(function)
+    n_inputs = function.n_inputs
+    if span is None or n_inputs is None:
+        return None
+    fewest, most = span
+    if fewest <= returned < most:
+        widest = _widest_apply(ctx)
+        if widest is None or widest[0] <= returned:
+            return None
+        return widest[0], f"{function.name}.apply on line {widest[1]} passes {plural(widest[0], 'input')}"
+    if fewest != most:
+        return None, f"forward takes at least {plural(fewest, 'input')}"
+    return n_inputs, f"forward takes {plural(n_inputs, 'input')}"
 
 
 class GradientCount(Rule):
@@ -37,20 +73,83 @@ class GradientCount(Rule):
                     extra = ret.elements[n_inputs:]
                     if count >= n_inputs and all(e.kind is Kind.NONE for e in extra):
                         continue
-                elif ret.value is not None and ret.shape == "other" and ret.value.kind is Kind.TENSOR:
+                elif ret.value is not None and ret.shape in ("other", "name") and ret.value.kind.is_tensor:
                     count = 1
                     if n_inputs == 1:
                         continue
                 else:
                     continue
+                if count < n_inputs:
+                    passed = _passed_count(function, ctx, count)
+                    if passed is None:
+                        continue
+                    expected, why = passed
+                else:
+                    expected, why = n_inputs, f"forward takes {plural(n_inputs, 'input')}"
+                numbers = f" (expected {expected}, got {count})" if expected is not None else ""
                 yield Report(
                     ret.position,
-                    f"{function.name}.{name} returns {plural(count, 'gradient')}, but forward "
-                    f"takes {plural(n_inputs, 'input')}"
-                    + (" (extra gradients must be None)" if count > n_inputs else ""),
+                    f"{function.name}.{name} returns {plural(count, 'gradient')}, but {why}"
+                    + (" (extra gradients must be None)" if count > n_inputs else "")
+                    + f": backward raises `returned an incorrect number of gradients{numbers}`",
                 )
 
     VALID = [
+        # A class decorator may change the contract: PyTorch's own `supports_tensorlist`
+        # flattens a list argument into several inputs, one gradient each.
+        Valid(
+            """
+            import torch
+            from torch.testing._internal.autograd_function_db import supports_tensorlist
+
+            @supports_tensorlist
+            class Stack(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, xs):
+                    return torch.stack(xs)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad[0], grad[1]
+            """
+        ),
+        # Combined style: `apply(x)` passes one input, so one gradient is right; the
+        # defaulted trailing parameters are inputs only when a caller passes them.
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, factor=2.0, inplace=False):
+                    ctx.factor = factor
+                    return x * factor
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.factor
+
+            def scale(x):
+                return Scale.apply(x)
+            """
+        ),
+        # classmethod forward/backward: `cls` is not an input, ctx is the second parameter.
+        Valid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @classmethod
+                def forward(cls, ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @classmethod
+                def backward(cls, ctx, grad):
+                    a, b = ctx.saved_tensors
+                    return grad * b, grad * a
+            """
+        ),
         Valid(
             """
             import torch
@@ -154,6 +253,44 @@ class GradientCount(Rule):
         ),
     ]
     INVALID = [
+        # One gradient parameter returned alone while forward takes two inputs.
+        Invalid(
+            """
+            import torch
+
+            class Add(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    return a + b
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g
+            """,
+            line=10,
+            message="returns 1 gradient, but forward takes 2 inputs",
+        ),
+        # A defaulted parameter the module's own call passes.
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, factor=2.0):
+                    ctx.factor = factor
+                    return x * factor
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.factor
+
+            def halve(x):
+                return Scale.apply(x, 0.5)
+            """,
+            line=11,
+            message="Scale.apply on line 14 passes 2 inputs",
+        ),
         Invalid(
             """
             import torch

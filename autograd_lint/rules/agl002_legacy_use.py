@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import libcst as cst
 
+from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.rules.base import (
     Diagnostic,
     FixSafety,
@@ -92,6 +93,7 @@ class LegacyUse(Rule):
     code = "AGL002"
     title = "legacy / instance use of a Function"
     severity = Severity.ERROR  # the instance call; instantiation and (b) are warnings
+    needs = frozenset({ModuleNeed.FUNCTION_USES})
     fix = FixSafety.SAFE  # (b) only: adds @staticmethod
     fixer = _Fix
     why = (

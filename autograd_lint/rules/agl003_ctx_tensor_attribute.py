@@ -6,10 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model import traverse
-from autograd_lint.model.exprs import ctx_attribute, dotted_name
-from autograd_lint.model.flow import ScopeVisitor
-from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.semantic import Flow, How, MethodModel, Sink
+from autograd_lint.model.spec import Kind, MethodSpec
 from autograd_lint.rules._common import ctx_writers
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -19,83 +17,59 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.model.spec import CtxWrite, Expr, Kind, MethodSpec
 
 # ctx methods that receive ctx from the engine and may release or fill ctx attributes.
 _READERS = ("backward", "vjp", "jvp")
+# Kinds worth a report: a floating tensor, or one that is None on some paths.  Integer
+# and bool tensors (masks, indices, ids) kept on ctx are deliberate and harmless.
+_REPORTED = (Kind.TENSOR, Kind.OPTIONAL_TENSOR)
 
 
-def _released_or_filled(method: MethodSpec, imports: ImportMap) -> set[str] | None:
+def _released_or_filled(method: MethodSpec) -> set[str] | None:
     """ctx attributes that ``method`` deletes, resets to ``None``, clears or writes in place.
 
     Such attributes are not leaks but buffers or caches managed by hand (catalogue
-    §5 trap 11).  A write through a local name read from the attribute
-    (``buf = ctx.buf; buf.copy_(g)``) counts wherever it is, since a wider
-    exemption can only make findings fewer.  ``None`` when the method's code is
-    not at hand.
+    §5 trap 11); a write through a local read from the attribute
+    (``buf = ctx.buf; buf.copy_(g)``) counts too.  ``None`` when the method's code
+    is not at hand.
     """
+    model = method.semantic
     ctx_name = method.ctx_name
-    if method.node is None or ctx_name is None:
+    if model is None or ctx_name is None:
         return None
-    found: set[str] = set()
-    bound: dict[str, str] = {}  # local name -> the ctx attribute it was read from
-    written: set[str] = set()  # local names written in place
-
-    def mark(node: cst.BaseExpression) -> None:
-        attr = ctx_attribute(node, ctx_name)
-        if attr:
-            found.add(attr)
-        elif isinstance(node, cst.Name):
-            written.add(node.value)
-
-    class _Visitor(ScopeVisitor):
-        root = method.node
-
-        def visit_Del(self, node: cst.Del) -> None:
-            targets = node.target.elements if isinstance(node.target, cst.Tuple) else ()
-            for target in [node.target, *(e.value for e in targets)]:
-                attr = ctx_attribute(target, ctx_name)
-                if attr:
-                    found.add(attr)
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                attr = ctx_attribute(target.target, ctx_name)
-                if attr and isinstance(node.value, cst.Name) and node.value.value == "None":
-                    found.add(attr)
-                if isinstance(target.target, cst.Subscript):
-                    mark(target.target.value)
-                source = ctx_attribute(node.value, ctx_name)
-                if source and isinstance(target.target, cst.Name):
-                    bound[target.target.value] = source
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            mark(node.target.value if isinstance(node.target, cst.Subscript) else node.target)
-
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if isinstance(func, cst.Attribute):
-                name = dotted_name(func)
-                qualified = imports.resolve(name) if name else None
-                if qualified and qualified.startswith("torch."):
-                    if qualified.endswith("_") and node.args:
-                        mark(node.args[0].value)
-                elif func.attr.value == "clear" or func.attr.value.endswith("_"):
-                    mark(func.value)  # ctx.cache.clear(), buf.copy_(...)
-            for arg in node.args:
-                if arg.keyword is not None and arg.keyword.value == "out":
-                    mark(arg.value)
-
-    traverse.visit(method.node, _Visitor())
-    found.update(attr for name, attr in bound.items() if name in written)
+    found = {attr for owner, attr, _ in model.deleted_attributes if owner == ctx_name}
+    for flow in model.flows_to(Sink.CTX_ATTRIBUTE):
+        if flow.owner == ctx_name and flow.index is None and model.kind(flow.expr) is Kind.NONE:
+            found.add(flow.detail or "")
+    for write in model.inplace_writes:
+        target = write.target.value if isinstance(write.target, cst.Subscript) else write.target
+        held = model.attribute_of(target)
+        if held is not None and held[0] == ctx_name:
+            found.add(held[1])
     return found
 
 
-def _tensor_held(write: CtxWrite) -> Expr | None:
-    """The tensor the assigned value is or holds (in a list or tuple literal), if certain."""
-    if write.value.kind is Kind.TENSOR:
-        return write.value
-    return next((e for e in write.elements or () if e.kind is Kind.TENSOR), None)
+def _stored_tensors(model: MethodModel, ctx_name: str) -> Iterator[tuple[Flow, Flow]]:
+    """(the store, the tensor it holds) for each ``ctx.<attr> = ...`` whose value, or an
+    element of whose list/tuple/dict literal, is certainly a floating tensor (or None)."""
+    stores = [f for f in model.flows_to(Sink.CTX_ATTRIBUTE) if f.owner == ctx_name]
+    for store in stores:
+        if store.index is not None:
+            continue
+        if model.kind(store.expr) in _REPORTED:
+            yield store, store
+            continue
+        element = next(
+            (
+                f
+                for f in stores
+                if f.node is store.node and f.detail == store.detail and f.index is not None
+                and model.kind(f.expr) in _REPORTED
+            ),
+            None,
+        )
+        if element is not None:
+            yield store, element
 
 
 class CtxTensorAttribute(Rule):
@@ -112,7 +86,8 @@ class CtxTensorAttribute(Rule):
         "Nothing fails, but: an input kept on ctx and modified in place after forward gives a "
         "silently wrong gradient (save_for_backward would raise `one of the variables needed "
         "for gradient computation has been modified by an inplace operation`); an output on "
-        "ctx makes a reference cycle that keeps it alive until `gc.collect()`; the tensor "
+        "ctx makes a reference cycle that keeps it alive until `gc.collect()` (and for ever once "
+        "ctx holds two outputs: `gc.collect()` does not free them); the tensor "
         "outlives backward; `saved_tensors_hooks` (checkpointing, offloading) never see it; "
         "double backward is silently wrong."
     )
@@ -122,25 +97,34 @@ class CtxTensorAttribute(Rule):
         allowed = ctx.settings.allowed_ctx_tensor_attributes
         exempt: set[str] | None = None
         for method in ctx_writers(function):
-            if not ctx.own(method):
+            if not ctx.own(method) or method.semantic is None or method.ctx_name is None:
                 continue
-            for write in method.ctx_writes:
-                tensor = _tensor_held(write)
-                if tensor is None or write.attribute in allowed:
+            model = method.semantic
+            unit = ctx.unit(method)
+            if unit is None:
+                continue
+            for store, tensor in _stored_tensors(model, method.ctx_name):
+                attribute = store.detail or ""
+                if attribute in allowed:
                     continue
                 if exempt is None:
                     exempt = self._managed_attributes(ctx)
                     if exempt is None:
                         return
-                if write.attribute in exempt:
+                if attribute in exempt:
                     continue
-                held = f"tensor `{tensor.text}`"
-                if tensor is not write.value:
-                    held = f"a list or tuple holding {held}"
+                text = unit.code(tensor.expr)
+                held = f"tensor `{text}`"
+                if model.kind(tensor.expr) is Kind.OPTIONAL_TENSOR:
+                    held = f"`{text}` (a tensor or None)"
+                if tensor is not store:
+                    held = f"a container holding {held}"
+                target = _target_of(store, attribute)
                 yield Report(
-                    write.position,
-                    f"{function.name}.{method.name} stores {held} as ctx.{write.attribute}; "
-                    "pass it to ctx.save_for_backward and read it from ctx.saved_tensors",
+                    ctx.position(method, target),
+                    f"{function.name}.{method.name} stores {held} as ctx.{attribute}; "
+                    f"{_consequence(method, model, tensor)}: pass it to ctx.save_for_backward "
+                    "and read it from ctx.saved_tensors",
                 )
 
     @staticmethod
@@ -151,7 +135,7 @@ class CtxTensorAttribute(Rule):
             reader = ctx.function.method(name)
             if reader is None:
                 continue
-            found = _released_or_filled(reader, ctx.analysis.imports)
+            found = _released_or_filled(reader)
             if found is None:
                 return None
             managed |= found
@@ -256,8 +240,154 @@ class CtxTensorAttribute(Rule):
                     return grad, grad
             """
         ),
+        # The int branch of a union of int and Tensor stores an int; a process group has
+        # `.size()` but is no tensor; integer masks and indices are deliberate.
+        Valid(
+            """
+            from typing import Union
+
+            import torch
+            import torch.distributed as dist
+
+            class Shift(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, offset: Union[int, torch.Tensor], group):
+                    if isinstance(offset, int):
+                        ctx.offset = offset
+                    else:
+                        ctx.save_for_backward(offset)
+                    ctx.group = group
+                    ctx.world = group.size()
+                    ctx.mask = x > 0
+                    ctx.index = torch.argmax(x, dim=-1)
+                    return x + offset
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.mask, None, None
+            """
+        ),
+        # Process-group plumbing: backward's `(None, None) + (g,)` gives no gradient to
+        # `op` or `group`, however it is spelled.
+        Valid(
+            """
+            import torch
+            from torch.autograd import Function
+
+            class AllReduce(Function):
+                @staticmethod
+                def forward(ctx, op, group, tensor):
+                    ctx.group = group
+                    ctx.op = op
+                    return tensor.clone()
+
+                @staticmethod
+                def backward(ctx, grad_output):
+                    return (None, None) + (AllReduce.apply(ctx.op, ctx.group, grad_output),)
+            """
+        ),
+        # A loop rebinds `state` to a plain number before it is stored.
+        Valid(
+            """
+            import torch
+
+            class Steps(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, n: int):
+                    state = x.sum()
+                    for step in range(n):
+                        state = step * 2
+                    ctx.state = state
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2, None
+            """
+        ),
     ]
     INVALID = [
+        # An unannotated input (named `input`), with a once_differentiable backward: backward's
+        # gradient for it shows it is a tensor.
+        Invalid(
+            """
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Clamp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, input, low, high):
+                    ctx.input = input
+                    ctx.low, ctx.high = low, high
+                    return input.clamp(low, high)
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    mask = (ctx.input >= ctx.low) & (ctx.input <= ctx.high)
+                    return grad * mask, None, None
+            """,
+            line=7,
+            message="stores tensor `input` as ctx.input; an in-place change to that input",
+        ),
+        # A tuple target storing a computed tensor.
+        Invalid(
+            """
+            import torch
+
+            class RMSNorm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, eps: float):
+                    v = x.pow(2).mean(-1, keepdim=True)
+                    ctx.inv, ctx.eps = torch.rsqrt(v + eps), eps
+                    return x * ctx.inv
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.inv, None
+            """,
+            line=7,
+            message="stores tensor `torch.rsqrt(v + eps)` as ctx.inv",
+        ),
+        # A dict literal of input tensors.
+        Invalid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a: torch.Tensor, b: torch.Tensor):
+                    ctx.inputs = {"a": a, "b": b}
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.inputs["b"], grad * ctx.inputs["a"]
+            """,
+            line=6,
+            message="stores a container holding tensor `a` as ctx.inputs",
+        ),
+        # The forward output kept on ctx in setup_context: a reference cycle.
+        Invalid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(x: torch.Tensor):
+                    return x.exp()
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.out = output
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.out
+            """,
+            line=10,
+            message="a forward output kept on ctx makes a reference cycle",
+        ),
         Invalid(
             """
             import torch
@@ -313,6 +443,40 @@ class CtxTensorAttribute(Rule):
                     return grad * y, grad * x
             """,
             line=11,
-            message="Pair.setup_context stores a list or tuple holding tensor `x.detach()` as ctx.saved",
+            message="Pair.setup_context stores a container holding tensor `x.detach()` as ctx.saved",
         ),
     ]
+
+
+def _target_of(store: Flow, attribute: str) -> cst.CSTNode:
+    """The ``ctx.<attribute>`` target of the assignment ``store`` (where the report points)."""
+    node = store.node
+    targets: list[cst.BaseExpression] = []
+    if isinstance(node, cst.Assign):
+        targets = [t.target for t in node.targets]
+    elif isinstance(node, cst.AnnAssign):
+        targets = [node.target]
+    for target in targets:
+        for candidate in [target, *(e.value for e in getattr(target, "elements", ()))]:
+            if isinstance(candidate, cst.Attribute) and candidate.attr.value == attribute:
+                return candidate
+    return node
+
+
+def _consequence(method: MethodSpec, model: MethodModel, tensor: Flow) -> str:
+    """What really follows from keeping this tensor on ctx (checked on torch 2.13)."""
+    origins = tensor.origins
+    output_param = method.positional[2].name if method.name == "setup_context" and len(method.positional) > 2 else None
+    is_output = any(
+        (method.name == "forward" and any(f.sink is Sink.RETURN for f in model.flows_of(b)))
+        or (b.how is How.PARAMETER and b.name == output_param)
+        for b in origins
+    )
+    if is_output:
+        return (
+            "a forward output kept on ctx makes a reference cycle: it is freed only by gc.collect(), "
+            "and never once ctx holds two outputs"
+        )
+    if method.name == "forward" and any(b.how is How.PARAMETER for b in origins):
+        return "an in-place change to that input before backward gives a silently wrong gradient"
+    return "saved-tensor hooks (checkpointing, offloading) never see it"

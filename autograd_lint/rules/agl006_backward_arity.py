@@ -4,11 +4,6 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import libcst as cst
-
-from autograd_lint.model import traverse
-from autograd_lint.model.exprs import dotted_name
-from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -18,60 +13,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.model.spec import FunctionSpec, MethodSpec
-
-# torch functions that return a tuple although the classifier calls every
-# torch.<fn>(...) a tensor; a forward that calls one may return several outputs.
-TUPLE_RETURNING = frozenset(
-    """
-    meshgrid broadcast_tensors atleast_1d atleast_2d atleast_3d sort topk max min median nanmedian
-    mode kthvalue cummax cummin aminmax std_mean var_mean unique unique_consecutive frexp
-    histogram histogramdd geqrf qr svd slogdet lu lu_unpack lstsq triangular_solve eig eigh
-    where nonzero gradient adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d
-    max_pool1d max_pool2d max_pool3d fractional_max_pool2d fractional_max_pool3d
-    multi_head_attention_forward native_batch_norm native_layer_norm native_group_norm
-    batch_norm_stats batch_norm_gather_stats batch_norm_gather_stats_with_counts
-    cholesky_ex inv_ex solve_ex lu_factor lu_factor_ex ldl_factor ldl_factor_ex lstm gru
-    rnn_tanh rnn_relu lstm_cell embedding_bag native_dropout batch_norm_backward_reduce
-    cudnn_batch_norm miopen_batch_norm fake_quantize_per_tensor_affine_cachemask
-    fake_quantize_per_channel_affine_cachemask choose_qparams_optimized
-    """.split()
-)
-# Name parts that mark the rest of the split/chunk family (unsafe_split, split_copy, ...).
-TUPLE_RETURNING_PARTS = ("split", "chunk", "unbind", "with_indices")
-
-
-def _calls_tuple_returning_torch(forward: MethodSpec, imports: ImportMap) -> bool:
-    """Whether forward calls a torch function that may return a tuple (see above)."""
-    assert forward.node is not None
-    found = False
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            name = dotted_name(node.func)
-            qualified = imports.resolve(name) if name else None
-            short = qualified.rsplit(".", 1)[-1] if qualified and qualified.startswith("torch.") else ""
-            if short in TUPLE_RETURNING or any(part in short for part in TUPLE_RETURNING_PARTS):
-                found = True
-
-    traverse.visit(forward.node, _Calls())
-    return found
-
-
-def _n_outputs(function: FunctionSpec, ctx: FunctionContext) -> int | None:
-    """N_out, but unknown when one output was inferred from a torch call that may
-    return a tuple, or when that can't be checked (forward parsed elsewhere)."""
-    n_outputs = function.n_outputs
-    forward = function.method("forward")
-    if n_outputs is None or forward is None:
-        return None
-    if all(r.shape == "tuple" for r in forward.returns):
-        return n_outputs
-    if forward.node is None or ctx.unit(forward) is None:
-        return None
-    return None if _calls_tuple_returning_torch(forward, ctx.analysis.imports) else n_outputs
-
+from autograd_lint.model.spec import FunctionSpec
 
 class BackwardArity(Rule):
     """Checks that ``backward`` (or ``vjp``) accepts one gradient per forward output:
@@ -96,7 +38,7 @@ class BackwardArity(Rule):
         function = ctx.function
         for name in ("backward", "vjp"):
             method = function.methods.get(name)
-            if method is None or method.has_var_positional or method.is_classmethod:
+            if method is None or method.has_var_positional:
                 continue
             grads = method.positional[1:]
             required = sum(1 for p in grads if p.is_required_positional)
@@ -113,7 +55,7 @@ class BackwardArity(Rule):
                         f"{name}(ctx, grads)",
                     )
                 continue
-            n_outputs = _n_outputs(function, ctx)
+            n_outputs = function.n_outputs  # a torch call that may give a tuple (topk) is not counted
             if n_outputs is None:
                 continue
             if required > n_outputs:

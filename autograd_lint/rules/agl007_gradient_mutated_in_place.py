@@ -189,7 +189,7 @@ class GradientMutatedInPlace(Rule):
     @staticmethod
     def _grad_parameters(method: MethodSpec) -> list[str]:
         """The positional parameters after ctx (after cls and ctx for a classmethod)."""
-        skip = 2 if method.is_classmethod else 1
+        skip = 1
         return [p.name for p in method.positional[skip:]]
 
     VALID = [

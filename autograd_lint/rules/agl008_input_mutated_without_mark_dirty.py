@@ -4,30 +4,44 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autograd_lint.model.flow import inplace_writes, method_body, passed_to_call
+from autograd_lint.model.semantic import Binding, How, MethodModel, Sink
+from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.model.spec import Kind, MethodSpec
 
-# InplaceWrite.how values of writes that mutate a tensor only when the name is one:
-# on a list or dict `x[k] = v` is an item assignment, on a number `x += 1` rebinds.
+# Writes that mutate a tensor only when the name is one: on a list or dict
+# `x[k] = v` is an item assignment.
 _TENSOR_ONLY_WRITES = frozenset({"[...] =", "[...] op="})
-
-
 # `x.set_(y)` swaps x's storage for y's: a deliberate re-pointing of a placeholder
 # (dynamo's TracableCreateParameter, FSDP), never a forgotten mark_dirty; marking
-# a leaf that requires grad would even raise.
-_STORAGE_SWAP = "set_()"
-
-
-def _is_tensor_only_write(how: str) -> bool:
-    return how in _TENSOR_ONLY_WRITES or not (how.endswith("()") or how == "out=")
+# a leaf that requires grad would even raise.  `clear()` empties a container.
+_NOT_DATA_WRITES = frozenset({"set_()", "clear()"})
 
 
 def _passes_ctx(method: MethodSpec) -> bool:
     """Whether ``method`` hands its ctx to another call (which may call mark_dirty)."""
-    if method.node is None or method.ctx_name is None:
+    model = method.semantic
+    if model is None or method.ctx_name is None:
         return True
-    return passed_to_call(method.node, method.ctx_name)
+    ctx = model.params.get(method.ctx_name)
+    return ctx is None or any(f.sink is Sink.ARGUMENT for f in model.flows_of(ctx)) or bool(
+        model.nested_uses.get(method.ctx_name)
+    )
+
+
+def _differentiated(function: FunctionSpec, index: int, model: MethodModel, param: Binding) -> bool:
+    """Whether forward returns input ``param`` (or a view of it) or backward gives it a
+    gradient: otherwise it is a buffer updated on purpose, and mark_dirty on it would
+    itself raise (a dirty tensor must be returned)."""
+    if any(f.sink is Sink.RETURN for f in model.flows_of(param)):
+        return True
+    backward = function.backward_method
+    if backward is None:
+        return False
+    for ret in backward.returns:
+        elements = ret.elements if ret.elements is not None else ((ret.value,) if ret.value is not None else ())
+        if index < len(elements) and elements[index] is not None and elements[index].kind is not Kind.NONE:
+            return True
+    return False
 
 
 class InputMutatedWithoutMarkDirty(Rule):
@@ -42,7 +56,7 @@ class InputMutatedWithoutMarkDirty(Rule):
 
     code = "AGL008"
     title = "forward mutates an input in place without ctx.mark_dirty"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     why = (
         "Silently wrong gradients: when the caller keeps using the original tensor the "
         "custom backward is skipped for it (`a0.grad` 1.0, correct 2.0); a write that bumps "
@@ -55,43 +69,47 @@ class InputMutatedWithoutMarkDirty(Rule):
         function = ctx.function
         forward = function.method("forward")
         split = function.is_split_style
-        if forward is None or not ctx.own(forward) or forward.node is None or split is None:
+        if forward is None or not ctx.own(forward) or forward.semantic is None or split is None:
             return
-        skip = 0 if split else (2 if forward.is_classmethod else 1)
-        inputs = {p.name for p in forward.positional[skip:]}
+        model = forward.semantic
+        inputs = [model.params[p.name] for p in forward.positional[0 if split else 1 :]]
         marked = self._marked(function.method("setup_context") if split else forward, inputs)
         if marked is None:
             return
-        tracked = {
-            name for name in inputs - marked if forward.param_kinds.get(name) is not Kind.NON_TENSOR
-        }
-        writes = inplace_writes(method_body(forward.node), tracked, ctx.analysis.imports, lambda name: True)
-        reported: set[str] = set()
-        for write in writes:
-            if write.name in reported or write.how == _STORAGE_SWAP:
+        reported: set[Binding] = set()
+        for write in model.inplace_writes:
+            if len(write.origins) != 1 or write.how in _NOT_DATA_WRITES or write.self_copy:
                 continue
-            if _is_tensor_only_write(write.how) and forward.param_kinds.get(write.name) is not Kind.TENSOR:
+            (param,) = write.origins
+            if param not in inputs or param in marked or param in reported or param.kind is Kind.NON_TENSOR:
                 continue
-            reported.add(write.name)
+            if write.how in _TENSOR_ONLY_WRITES and not param.kind.is_tensor:
+                continue
+            if not _differentiated(function, inputs.index(param), model, param):
+                continue
+            reported.add(param)
             yield Report(
                 ctx.position(forward, write.node),
-                f"{function.name}.forward writes its input `{write.name}` in place ({write.how}) "
-                f"but never calls ctx.mark_dirty({write.name})",
+                f"{function.name}.forward writes its input `{param.name}` in place ({write.how}) "
+                f"but never calls ctx.mark_dirty({param.name}): later uses of the caller's tensor "
+                "skip the custom backward (silently wrong gradients)",
             )
 
     @staticmethod
-    def _marked(method: MethodSpec | None, inputs: set[str]) -> set[str] | None:
+    def _marked(method: MethodSpec | None, inputs: list[Binding]) -> set[Binding] | None:
         """The inputs ``method`` passes to mark_dirty; ``None`` when that can't be told."""
-        if method is None or _passes_ctx(method):
+        if method is None or method.semantic is None or _passes_ctx(method):
             return None
-        marked: set[str] = set()
+        if method.name == "setup_context" and method.calls("mark_dirty"):
+            return None  # setup_context's names differ from forward's
+        marked: set[Binding] = set()
         for call in method.calls("mark_dirty"):
-            if call.has_starred or method.name == "setup_context":
-                return None  # setup_context names differ from forward's
-            for arg in call.args:
-                if arg.name not in inputs:
-                    return None  # an alias (`out = x.add_(1)`), not mapped to an input
-                marked.add(arg.name)
+            if call.has_starred:
+                return None
+        for flow in method.semantic.flows_to(Sink.CTX_API, "mark_dirty"):
+            if not flow.origins or not flow.origins <= set(inputs):
+                return None  # not mapped to an input
+            marked |= flow.origins
         return marked
 
     VALID = [
@@ -204,8 +222,45 @@ class InputMutatedWithoutMarkDirty(Rule):
                     return None, grad
             """
         ),
+        # A self-copy changes nothing; a running-statistics buffer that is neither
+        # returned nor given a gradient is updated on purpose (mark_dirty on it would raise).
+        Valid(
+            """
+            import torch
+
+            class Norm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, running_mean: torch.Tensor, momentum: float):
+                    x.copy_(x)
+                    mean = x.mean(0)
+                    running_mean.mul_(1 - momentum).add_(mean * momentum)
+                    return x - mean
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, None, None
+            """
+        ),
     ]
     INVALID = [
+        # `x += bias` on a tensor input.
+        Invalid(
+            """
+            import torch
+
+            class AddBias(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, bias: torch.Tensor):
+                    x += bias
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, grad.sum(0)
+            """,
+            line=6,
+            message="writes its input `x` in place (AddAssign) but never calls ctx.mark_dirty(x)",
+        ),
         Invalid(
             """
             import torch
@@ -238,7 +293,7 @@ class InputMutatedWithoutMarkDirty(Rule):
 
                 @staticmethod
                 def backward(ctx, grad):
-                    return grad, None
+                    return grad, grad
             """,
             line=9,
             message="input `y` in place ([...] =)",

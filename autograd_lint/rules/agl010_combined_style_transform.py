@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
+from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.model import traverse
 from autograd_lint.model.analysis import TRANSFORM_MODULES, TRANSFORMS
 from autograd_lint.model.exprs import dotted_name
@@ -90,6 +91,7 @@ class CombinedStyleTransform(Rule):
     code = "AGL010"
     title = "combined-style Function (no `setup_context`) is not usable with torch.func"
     severity = Severity.ERROR
+    needs = frozenset({ModuleNeed.APPLY_TRANSFORMS})
     why = (
         "`RuntimeError: In order to use an autograd.Function with functorch transforms (vmap, "
         "grad, jvp, jacrev, ...), it must override the setup_context staticmethod. For more "

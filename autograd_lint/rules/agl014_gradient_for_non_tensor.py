@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autograd_lint.model.exprs import annotation_kind
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.model.spec import Expr, Kind, Param
+from autograd_lint.model.spec import Expr, Kind, MethodSpec, Param
 
 
-def _non_tensor_reason(param: Param) -> str | None:
+def _non_tensor_reason(param: Param, forward: MethodSpec) -> str | None:
     """Why ``param`` certainly receives a non-tensor, or None when it may be a tensor.
 
-    Trap 16: a ``None`` default or an ``Optional[Tensor]`` annotation is an optional
-    tensor input, which may get a gradient.
+    The kind is the semantic model's (annotation read as a type, else a literal
+    default).  Trap 16: a ``None`` default, ``Optional[Tensor]`` or a union such as
+    ``int | Tensor`` may be a tensor input, which may get a gradient.
     """
-    declared = annotation_kind(param.annotation)
-    if declared is Kind.NON_TENSOR:
+    if forward.param_kinds.get(param.name) is not Kind.NON_TENSOR:
+        return None
+    if param.annotation is not None:
         return f"annotated `{param.annotation}`"
-    if declared is Kind.UNKNOWN and param.default is not None and param.default.kind is Kind.NON_TENSOR:
+    if param.default is not None:
         return f"default `{param.default.text}`"
     return None
 
@@ -44,9 +45,12 @@ class GradientForNonTensor(Rule):
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
         function = ctx.function
         inputs = function.forward_inputs
-        if inputs is None:
+        forward = function.method("forward")
+        if inputs is None or forward is None:
             return
-        reasons = {i: reason for i, param in enumerate(inputs) if (reason := _non_tensor_reason(param))}
+        reasons = {
+            i: reason for i, param in enumerate(inputs) if (reason := _non_tensor_reason(param, forward))
+        }
         if not reasons:
             return
         for name in ("backward", "vjp"):
@@ -62,7 +66,7 @@ class GradientForNonTensor(Rule):
                 else:
                     continue
                 for index, reason in reasons.items():
-                    if index >= len(elements) or elements[index].kind not in (Kind.TENSOR, Kind.NON_TENSOR):
+                    if index >= len(elements) or not (elements[index].kind.is_tensor or elements[index].kind is Kind.NON_TENSOR):
                         continue
                     yield Report(
                         ret.position,
@@ -159,8 +163,62 @@ class GradientForNonTensor(Rule):
                     return grad.unsqueeze(ctx.dim).expand(ctx.shape), None
             """
         ),
+        # A union of int and Tensor is not "not a tensor": a tensor may come in.
+        Valid(
+            """
+            from typing import Union
+
+            import torch
+
+            class Shift(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, offset: Union[int, torch.Tensor] = 0):
+                    return x + offset
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, grad.sum()
+            """
+        ),
+        # A classmethod forward: `cls` is not an input, so `scale` is input 2 and gets None.
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @classmethod
+                def forward(cls, ctx, x, scale: float):
+                    ctx.scale = scale
+                    return x * scale
+
+                @classmethod
+                def backward(cls, ctx, grad):
+                    return grad * ctx.scale, None
+            """
+        ),
     ]
     INVALID = [
+        # The gradient goes through a local bound (by a tuple target) to a tensor expression.
+        Invalid(
+            """
+            import torch
+
+            class Power(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, p: int):
+                    ctx.save_for_backward(x)
+                    ctx.p = p
+                    return x ** p
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    gx, gp = grad * ctx.p * x ** (ctx.p - 1), (grad * x.log()).sum()
+                    return gx, gp
+            """,
+            line=14,
+            message="returns `gp` at position 2 for forward input `p`, which is not a tensor (annotated `int`)",
+        ),
         Invalid(
             """
             import torch

@@ -12,11 +12,15 @@ from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Sev
 
 
 def _is_stub(body: Sequence[cst.BaseStatement]) -> bool:
-    """A body that only holds a docstring, ``...`` or ``raise NotImplementedError``."""
+    """A body that only holds a docstring, ``...``, ``pass`` or ``raise NotImplementedError``:
+    a placeholder in a Function whose backward is not meant to run (forward-only
+    operators, abstract bases)."""
     for statement in body:
         if not isinstance(statement, cst.SimpleStatementLine):
             return False
         for small in statement.body:
+            if isinstance(small, cst.Pass):
+                continue
             if isinstance(small, cst.Expr) and isinstance(
                 small.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString)
             ):
@@ -33,7 +37,7 @@ class MissingReturn(Rule):
     """Checks that backward, vjp and jvp always end in a ``return`` with a value (or a
     ``raise``): a path that falls off the end of the body, or a bare ``return``,
     returns ``None``.  ``return None`` is accepted, since it deliberately means "no
-    gradient".  Stub bodies (a docstring, ``...`` or ``raise NotImplementedError``)
+    gradient".  Stub bodies (a docstring, ``...``, ``pass`` or ``raise NotImplementedError``)
     and classes without an effective forward are skipped."""
 
     code = "AGL015"
@@ -71,6 +75,21 @@ class MissingReturn(Rule):
                 )
 
     VALID = [
+        # A backward that is only `pass`: a forward-only Function's placeholder.
+        Valid(
+            """
+            import torch
+
+            class Quantize(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return torch.round(x)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    pass
+            """
+        ),
         Valid(
             """
             import torch

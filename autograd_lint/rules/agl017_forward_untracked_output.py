@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.model.exprs import dotted_name
-from autograd_lint.model.extract import MethodBuilder
+from autograd_lint.model.semantic import MethodModel
 from autograd_lint.model.flow import return_statements
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.model.spec import Kind
@@ -39,12 +39,12 @@ def _untracked(node: cst.BaseExpression, ctx: FunctionContext) -> str | None:
     return None
 
 
-def _holds_tensor(node: cst.BaseExpression, builder: MethodBuilder) -> bool:
+def _holds_tensor(node: cst.BaseExpression, model: MethodModel) -> bool:
     """Whether a container literal or comprehension certainly holds a tensor."""
-    classify = builder.classifier.kind
+    classify = model.kind
     if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
         return any(
-            classify(e.value) is Kind.TENSOR or _holds_tensor(e.value, builder)
+            classify(e.value) is Kind.TENSOR or _holds_tensor(e.value, model)
             for e in node.elements
             if not isinstance(e, cst.StarredElement)
         )
@@ -80,9 +80,8 @@ class ForwardUntrackedOutput(Rule):
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
         method = ctx.function.methods.get("forward")
-        if method is None or not ctx.own(method) or method.node is None or ctx.unit(method) is None:
+        if method is None or not ctx.own(method) or method.node is None or method.semantic is None:
             return
-        builder: MethodBuilder | None = None
         for node in return_statements(method.node):
             value = node.value
             position = ctx.position(method, node)
@@ -102,11 +101,7 @@ class ForwardUntrackedOutput(Rule):
                 inner = element.value
                 if isinstance(element, cst.StarredElement) or not isinstance(inner, (cst.Tuple, *_CONTAINERS)):
                     continue
-                if builder is None:
-                    unit = ctx.unit(method)
-                    assert unit is not None and method.node is not None
-                    builder = MethodBuilder(method.node, unit, ctx.analysis.imports, ctx.function)
-                if _holds_tensor(inner, builder):
+                if _holds_tensor(inner, method.semantic):
                     what = "a nested tuple" if isinstance(inner, cst.Tuple) else _CONTAINERS[type(inner)]
                     yield Report(
                         position,

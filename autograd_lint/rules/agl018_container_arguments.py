@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 
 import libcst as cst
 
+from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.model import traverse
 from autograd_lint.model.exprs import (
     TENSOR_ONLY_METHODS,
@@ -114,6 +115,7 @@ class ContainerArguments(Rule):
     code = "AGL018"
     title = "tensors passed to `.apply` inside a container"
     severity = Severity.WARNING
+    needs = frozenset({ModuleNeed.APPLY_CONTAINERS})
     why = (
         "No error: tensors inside a list, tuple or dict argument are not tracked by autograd, so "
         "the output has `requires_grad == False` (when no other input requires grad) and no "

@@ -2,29 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
 from autograd_lint.model import flow
-from autograd_lint.model.exprs import ctx_attribute
+from autograd_lint.model.semantic import MethodModel
+from autograd_lint.model.spec import Kind
 from autograd_lint.rules._common import repeated_on_one_path
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 CALL_ONCE_APIS = ("save_for_backward", "save_for_forward", "mark_dirty", "mark_non_differentiable")
 
 
-class _ApiCalls(flow.ScopeVisitor):
-    """Calls ``<ctx>.<api>(...)`` in text order, outside nested scopes."""
-
-    def __init__(self, ctx_name: str, api: str) -> None:
-        self.ctx_name = ctx_name
-        self.api = api
-        self.calls: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if ctx_attribute(node.func, self.ctx_name) == self.api:
-            self.calls.append(node)
+def _lost(model: MethodModel, calls: list[cst.Call], api: str, code: Callable[[cst.CSTNode], str]) -> list[str]:
+    """The arguments of earlier calls that the last call does not pass again (it replaces
+    them); integer and bool tensors count as kept by mark_non_differentiable, as they
+    never get a gradient anyway."""
+    kept = {code(arg.value) for arg in calls[-1].args}
+    lost: list[str] = []
+    for call in calls[:-1]:
+        for arg in call.args:
+            text = code(arg.value)
+            if text in kept or text in lost:
+                continue
+            if api == "mark_non_differentiable" and model.kind(arg.value) is Kind.INDEX_TENSOR:
+                continue
+            lost.append(text)
+    return lost
 
 
 class CallOnceApiRepeated(Rule):
@@ -54,27 +59,57 @@ class CallOnceApiRepeated(Rule):
         # In split style forward takes no ctx: only setup_context can call the APIs.
         name = "setup_context" if split else "forward"
         method = function.methods.get(name)
-        if method is None or method.node is None or method.ctx_name is None or method.is_classmethod:
+        if method is None or method.node is None or method.ctx_name is None or method.semantic is None:
             return
-        if ctx.unit(method) is None:
+        unit = ctx.unit(method)
+        if unit is None:
             return
+        model = method.semantic
         body = flow.method_body(method.node)
         for api in CALL_ONCE_APIS:
-            if not method.calls(api):
-                continue  # the spec already says there is none
-            visitor = _ApiCalls(method.ctx_name, api)
-            flow.visit_body(method.node, visitor)
-            found = repeated_on_one_path(body, visitor.calls)
+            calls = model.calls_of(f"{method.ctx_name}.{api}")
+            if not calls or any(arg.star for call in calls for arg in call.args):
+                continue
+            found = repeated_on_one_path(body, calls)
             if found is None:
                 continue
             second, where = found
+            lost = _lost(model, calls, api, unit.code) if where != "inside a loop" else ["..."]
+            if not lost:
+                continue  # the last call passes again everything the earlier ones did
+            what = "the earlier arguments" if lost == ["..."] else ", ".join(f"`{t}`" for t in lost)
             yield Report(
                 ctx.position(method, second),
                 f"{function.name}.{name} calls ctx.{api} {where}; only the last call takes "
-                "effect, so pass everything in one call",
+                f"effect, so {what} {'is' if len(lost) == 1 and lost != ['...'] else 'are'} dropped: "
+                "pass everything in one call",
             )
 
     VALID = [
+        # The later call passes the earlier arguments again; an integer index marked
+        # twice never needs a gradient anyway.
+        Valid(
+            """
+            import torch
+
+            class TopK(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, k: int):
+                    values, indices = torch.topk(x, k)
+                    idx = torch.argmax(x, dim=-1)
+                    ctx.save_for_backward(indices)
+                    ctx.mark_non_differentiable(idx)
+                    if k > 1:
+                        ctx.save_for_backward(indices, values)
+                    ctx.mark_non_differentiable(idx, indices)
+                    return values, indices, idx
+
+                @staticmethod
+                def backward(ctx, grad, grad_indices, grad_idx):
+                    indices, values = ctx.saved_tensors
+                    return torch.zeros_like(values).scatter(0, indices, grad), None
+            """
+        ),
         Valid(
             """
             import torch

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import libcst as cst
 
+from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.rules.base import Diagnostic, Fixer, FixSafety, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.model.spec import Position
 from autograd_lint.model.usage import UseKind, function_uses, is_test_path
@@ -62,6 +63,7 @@ class DirectMethodCall(Rule):
     code = "AGL021"
     title = "`Cls.forward`/`Cls.backward` called directly instead of `Cls.apply`"
     severity = Severity.WARNING
+    needs = frozenset({ModuleNeed.FUNCTION_USES})
     fix = FixSafety.UNSAFE  # forward calls only; autograd then records a node
     fixer = _Fix
     why = (

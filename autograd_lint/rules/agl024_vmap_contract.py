@@ -27,7 +27,7 @@ def _returns_not_a_pair(ret: Return) -> str | None:
         return _NOT_A_TUPLE[ret.shape]
     if ret.shape == "tuple" and ret.elements is not None and len(ret.elements) != 2:
         return f"a tuple of {len(ret.elements)}"
-    if ret.shape == "other" and ret.value is not None and ret.value.kind is Kind.TENSOR:
+    if ret.shape in ("other", "name") and ret.value is not None and ret.value.kind.is_tensor:
         return "a single tensor"
     return None
 
@@ -98,7 +98,7 @@ class VmapContract(Rule):
         passed = argument_range(function)
         if passed is None or vmap.has_var_positional:
             return
-        positional = vmap.positional[1:] if vmap.is_classmethod else vmap.positional
+        positional = vmap.positional
         required = sum(1 for p in positional if p.default is None)
         fewest, most = passed[0] + 2, passed[1] + 2
         if required > most or len(positional) < fewest:
@@ -213,6 +213,28 @@ class VmapContract(Rule):
         ),
     ]
     INVALID = [
+        # A single value through a local name instead of (output, out_dims).
+        Invalid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    return torch.exp(x)
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.save_for_backward(output)
+
+                @staticmethod
+                def vmap(info, in_dims, x):
+                    out = torch.exp(x)
+                    return out
+            """,
+            line=15,
+            message="Exp.vmap returns a single tensor",
+        ),
         Invalid(
             """
             import torch

@@ -6,10 +6,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model.flow import bound_names, escapes, inplace_writes, method_body, passed_to_call, return_statements
+from autograd_lint.model.semantic import Sink
 from autograd_lint.rules._common import argument_range, plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
+from autograd_lint.model.spec import FunctionSpec, MethodSpec
 
 
 class JvpContract(Rule):
@@ -50,7 +50,7 @@ class JvpContract(Rule):
         passed = argument_range(function)
         if passed is None or jvp.has_var_positional or not jvp.positional:
             return
-        tangents = (jvp.positional[1:] if jvp.is_classmethod else jvp.positional)[1:]
+        tangents = jvp.positional[1:]
         required = sum(1 for p in tangents if p.default is None)
         fewest, most = passed
         if required > most or len(tangents) < fewest:
@@ -71,9 +71,7 @@ class JvpContract(Rule):
         saver = function.method("setup_context" if split else "forward")
         if saver is None or saver.calls("save_for_forward"):
             return
-        unit = ctx.unit(saver)
-        ctx_name = saver.ctx_name
-        if unit is None or saver.node is None or ctx_name is None or escapes(saver.node, ctx_name):
+        if _hands_out(saver, saver.ctx_name):
             return  # a helper may call save_for_forward on ctx
         first = min(reads, key=lambda r: (r.position.line, r.position.column))
         yield Report(
@@ -102,33 +100,31 @@ class JvpContract(Rule):
         inputs = function.forward_inputs
         if function.is_split_style is not False or forward is None or inputs is None:
             return  # split style marks through `inputs`, which is not mapped back here
-        marks = forward.calls("mark_dirty")
-        if not marks or not (ctx.own(jvp) or ctx.own(forward)) or forward.node is None:
+        if not forward.calls("mark_dirty") or not (ctx.own(jvp) or ctx.own(forward)):
             return
-        jvp_unit = ctx.unit(jvp)
-        if jvp_unit is None or jvp.node is None or jvp.has_var_positional:
+        model, jvp_model = forward.semantic, jvp.semantic
+        if model is None or jvp_model is None or jvp.has_var_positional:
             return
-        rebound = bound_names(forward.node)
-        index_of = {p.name: i for i, p in enumerate(inputs)}
+        index_of = {model.params[p.name]: i for i, p in enumerate(inputs)}
         tangents = jvp.positional[1:]
-        for call in marks:
-            for arg in call.args:
-                if arg.name is None or arg.name not in index_of or arg.name in rebound:
-                    continue
-                index = index_of[arg.name]
-                if index >= len(tangents):
-                    continue  # an arity problem, reported by (a)
-                tangent = tangents[index].name
-                if passed_to_call(jvp.node, tangent, as_out=False):
-                    continue  # a helper may modify it in place
-                writes = inplace_writes(method_body(jvp.node), {tangent}, ctx.analysis.imports, lambda n: True)
-                if writes:
-                    continue
-                yield Report(
-                    jvp.position if ctx.own(jvp) else call.position,
-                    f"{function.name}.forward marks input `{arg.name}` dirty, but jvp does not "
-                    f"modify its tangent `{tangent}` in place",
-                )
+        for mark in model.flows_to(Sink.CTX_API, "mark_dirty"):
+            if len(mark.origins) != 1:
+                continue
+            (param,) = mark.origins
+            if param not in index_of or not isinstance(mark.expr, cst.Name) or mark.expr.value != param.name:
+                continue  # marked through a rebinding or a view: not mapped back to an input
+            index = index_of[param]
+            if index >= len(tangents):
+                continue  # an arity problem, reported by (a)
+            tangent = jvp_model.params[tangents[index].name]
+            handed = [f for f in jvp_model.flows_of(tangent) if f.sink is Sink.ARGUMENT]
+            if handed or jvp_model.writes_to(tangent):
+                continue  # written in place, or handed to a helper that may write it
+            yield Report(
+                jvp.position if ctx.own(jvp) else forward.calls("mark_dirty")[0].position,
+                f"{function.name}.forward marks input `{param.name}` dirty, but jvp does not "
+                f"modify its tangent `{tangent.name}` in place",
+            )
 
     VALID = [
         Valid(
@@ -244,6 +240,30 @@ class JvpContract(Rule):
         ),
     ]
     INVALID = [
+        # More tangents than forward has outputs (forward returns one tensor through a name).
+        Invalid(
+            """
+            import torch
+
+            class Sin(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    y = torch.sin(x)
+                    return y
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    (x,) = inputs
+                    ctx.save_for_forward(x)
+
+                @staticmethod
+                def jvp(ctx, tangent):
+                    (x,) = ctx.saved_tensors
+                    return tangent * torch.cos(x), tangent
+            """,
+            line=17,
+            message="Sin.jvp returns 2 tangents, but forward returns 1 output",
+        ),
         Invalid(
             """
             import torch
@@ -347,6 +367,17 @@ class JvpContract(Rule):
     ]
 
 
+def _hands_out(method: MethodSpec, name: str | None) -> bool:
+    """Whether ``method`` passes parameter ``name`` to a call or uses it in a nested scope
+    (so that code out of sight may act on it); True when that can't be told."""
+    model = method.semantic
+    if model is None or name is None or name not in model.params:
+        return True
+    return bool(model.nested_uses.get(name)) or any(
+        f.sink is Sink.ARGUMENT for f in model.flows_of(model.params[name])
+    )
+
+
 def _certain_outputs(function: FunctionSpec) -> int | None:
     """N_out when syntax is sure: every forward ``return`` is a tuple literal of one
     length, or every one is single arithmetic (which can't build a tuple)."""
@@ -356,23 +387,6 @@ def _certain_outputs(function: FunctionSpec) -> int | None:
     if all(r.shape == "tuple" and r.elements is not None for r in forward.returns):
         counts = {len(r.elements) for r in forward.returns if r.elements is not None}
         return counts.pop() if len(counts) == 1 else None
-    if forward.node is None:
-        return None
-    nodes = [ret.value for ret in return_statements(forward.node)]
-    if len(nodes) != len(forward.returns):
-        return None
-    for node, ret in zip(nodes, forward.returns):
-        is_tensor = ret.value is not None and ret.value.kind is Kind.TENSOR
-        if not _is_single(node, is_tensor):
-            return None
-    return 1
-
-
-def _is_single(node: cst.BaseExpression | None, is_tensor: bool) -> bool:
-    """Arithmetic that gives one value.  ``+``, ``*`` and ``%`` also build tuples and
-    strings, so they count only with an operand known to be a tensor."""
-    if isinstance(node, cst.UnaryOperation):
-        return not isinstance(node.operator, cst.Not)
-    if not isinstance(node, cst.BinaryOperation):
-        return False
-    return is_tensor or not isinstance(node.operator, (cst.Add, cst.Multiply, cst.Modulo))
+    if all(r.shape != "tuple" and r.value is not None and r.value.kind.is_tensor for r in forward.returns):
+        return 1
+    return None

@@ -6,10 +6,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model.exprs import TENSOR_ONLY_METHODS, annotation_kind
-from autograd_lint.model.flow import bound_names, return_statements
+from autograd_lint.model.exprs import TENSOR_ONLY_METHODS
+from autograd_lint.model.semantic import Binding
+from autograd_lint.model.spec import Kind
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.model.spec import Kind, MethodSpec, Param
 
 # Methods that return a view of their receiver.  `detach` is left out: its result
 # is not treated as a view of the input (an in-place change of it raised nothing
@@ -44,13 +44,13 @@ def _is_basic_index(node: cst.Subscript) -> bool:
     return True
 
 
-def _view_of(node: cst.BaseExpression) -> tuple[str, str, bool] | None:
-    """(input name, how, receiver certainly a tensor) when ``node`` is a view chain on a name."""
+def _view_of(node: cst.BaseExpression) -> tuple[cst.Name, str, bool] | None:
+    """(the name, how, receiver certainly a tensor) when ``node`` is a view chain on a name."""
     how: str | None = None
     certain = False
     while True:
         if isinstance(node, cst.Name):
-            return node.value, how or "unchanged", certain
+            return node, how or "unchanged", certain
         if isinstance(node, cst.Subscript) and _is_basic_index(node):
             how = how or "slice"
             node = node.value
@@ -68,6 +68,11 @@ def _view_of(node: cst.BaseExpression) -> tuple[str, str, bool] | None:
             node = node.func.value
         else:
             return None
+
+
+def _is_tensor(param: Binding, certain_receiver: bool) -> bool:
+    """The input is a tensor: never when declared otherwise, else on some evidence."""
+    return param.kind.is_tensor or (certain_receiver and param.kind is Kind.UNKNOWN)
 
 
 class ReturnsInputView(Rule):
@@ -96,65 +101,97 @@ class ReturnsInputView(Rule):
         function = ctx.function
         forward = function.method("forward")
         inputs = function.forward_inputs
-        if forward is None or inputs is None or not ctx.own(forward):
+        if forward is None or inputs is None or not ctx.own(forward) or forward.semantic is None:
             return
         unit = ctx.unit(forward)
-        if unit is None or forward.node is None:
+        model = forward.semantic
+        kept = self._kept_as_is(ctx)
+        if unit is None or kept is None:
             return
-        rebound = bound_names(forward.node)
-        dirty = self._dirty_names(ctx)
-        if dirty is None:
-            return
-        candidates = {p.name: p for p in inputs if p.name not in rebound and p.name not in dirty}
-        for ret, node in zip(forward.returns, return_statements(forward.node)):
-            if node.value is None:
+        candidates = {model.params[p.name] for p in inputs} - {model.params.get(n) for n in kept}
+        for ret in model.returns:
+            if ret.value is None:
                 continue
-            values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
+            values = list(ret.elements) if isinstance(ret.value, cst.Tuple) and ret.elements else [ret.value]
             for index, value in enumerate(values):
                 found = _view_of(value)
-                if found is None or found[0] not in candidates:
+                if found is None:
                     continue
                 name, how, certain = found
-                if not self._is_tensor(candidates[name], forward, certain):
+                reaching = model.reaching(name)
+                if len(reaching) != 1:
+                    continue
+                (param,) = reaching
+                if param not in candidates or not _is_tensor(param, certain):
                     continue
                 what = (
-                    f"input `{name}` unchanged"
+                    f"input `{param.name}` unchanged"
                     if how == "unchanged"
-                    else f"`{unit.code(value)}`, a view of input `{name}`"
+                    else f"`{unit.code(value)}`, a view of input `{param.name}`"
                 )
                 where = f" as output {index}" if len(values) > 1 else ""
                 yield Report(
-                    ret.position,
-                    f"{function.name}.forward returns {what}{where}; modifying that output "
-                    "in place will raise (return a clone)",
+                    ctx.position(forward, ret.node),
+                    f"{function.name}.forward returns {what}{where}: changing that output in place "
+                    "raises `Output 0 of ... is a view and is being modified inplace` (return a clone, "
+                    "or mark_dirty an input forward modifies)",
                 )
 
     @staticmethod
-    def _is_tensor(param: Param, forward: MethodSpec, certain_receiver: bool) -> bool:
-        """The input is a tensor: never when declared otherwise, else on some evidence."""
-        if annotation_kind(param.annotation) is Kind.NON_TENSOR:
-            return False
-        if param.default is not None and param.default.kind is not Kind.NONE:
-            return False
-        kind = forward.param_kinds.get(param.name, Kind.UNKNOWN)
-        return kind is Kind.TENSOR or (certain_receiver and kind is not Kind.NON_TENSOR)
-
-    @staticmethod
-    def _dirty_names(ctx: FunctionContext) -> set[str] | None:
-        """Names passed to mark_dirty in forward; None when one is passed in another way."""
+    def _kept_as_is(ctx: FunctionContext) -> set[str] | None:
+        """Inputs forward may return as they are: passed to mark_dirty (required) or to
+        mark_non_differentiable (no gradient, so no view+inplace check).  None when such
+        a call can't be mapped back to forward's names."""
         forward = ctx.function.method("forward")
         setup = ctx.function.method("setup_context")
         names: set[str] = set()
         for method in (forward, setup):
-            for call in method.calls("mark_dirty") if method is not None else ():
-                if call.has_starred:
-                    return None
-                names.update(a.name for a in call.args if a.name is not None)
-                if method is setup and call.args:
-                    return None  # marks inputs through `inputs`, which we don't map back
+            if method is None:
+                continue
+            for api in ("mark_dirty", "mark_non_differentiable"):
+                for call in method.calls(api):
+                    if call.has_starred:
+                        return None
+                    if method is setup and call.args:
+                        return None  # marks inputs through `inputs`, which we don't map back
+                    names.update(a.name for a in call.args if a.name is not None)
         return names
 
     VALID = [
+        # An input passed to mark_non_differentiable gets no gradient: returning it is fine.
+        Valid(
+            """
+            import torch
+
+            class Sort(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, index: torch.Tensor):
+                    ctx.mark_non_differentiable(index)
+                    return x.gather(0, index), index
+
+                @staticmethod
+                def backward(ctx, grad, grad_index):
+                    return grad, None
+            """
+        ),
+        # A name rebound on every path is no longer the input.
+        Valid(
+            """
+            import torch
+
+            class Pad(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, n: int):
+                    for _ in range(n):
+                        x = torch.cat([x, x[-1:]])
+                    x = x.contiguous().clone()
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, None
+            """
+        ),
         Valid(
             """
             import torch

@@ -6,7 +6,8 @@ generated from the same text.  A rule checks either one Function at a time
 (:meth:`Rule.check_function`) or a whole module (:meth:`Rule.check_module`),
 and reports :class:`Report` values; the engine turns those into
 :class:`Diagnostic` values with the rule's code and the file's path.  A rule
-that can repair what it reports names a :class:`Fixer` (see :mod:`autograd_lint.fix`).
+that can repair what it reports names a :class:`Fixer` (see :mod:`autograd_lint.fix`);
+a rule that looks at code outside the Function classes declares it in ``needs``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from libcst.metadata import PositionProvider
 from autograd_lint.model.spec import FunctionSpec, MethodSpec, Position
 
 if TYPE_CHECKING:
-    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.model.analysis import FileAnalysis, ModuleNeed
     from autograd_lint.model.extract import ParsedUnit
     from autograd_lint.settings import Settings
 
@@ -175,6 +176,9 @@ class Rule:
     # How to repair the findings; set exactly when ``fix`` is not NONE.
     fixer: ClassVar[type[Fixer] | None] = None
     enabled_by_default: ClassVar[bool] = True
+    # What the rule looks at outside the Function classes; the analysis parses a
+    # whole module only when a selected rule needs something its text shows.
+    needs: ClassVar[frozenset["ModuleNeed"]] = frozenset()
     VALID: ClassVar[list[Valid]]
     INVALID: ClassVar[list[Invalid]]
 

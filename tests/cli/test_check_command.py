@@ -45,6 +45,7 @@ def test_findings_exit_1_with_location_and_summary(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stdout.splitlines()[0] == (
         "buggy.py:12:9: AGL001 Mul.backward returns 1 gradient, but forward takes 2 inputs"
+        ": backward raises `returned an incorrect number of gradients (expected 2, got 1)`"
     )
     assert result.stdout.splitlines()[-1].startswith("Found 1 problem in 1 file")
 

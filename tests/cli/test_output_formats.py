@@ -42,7 +42,10 @@ BUGGY = textwrap.dedent(
             return grad * b
     """
 ).lstrip()
-MESSAGE = "Mul.backward returns 1 gradient, but forward takes 2 inputs"
+MESSAGE = (
+    "Mul.backward returns 1 gradient, but forward takes 2 inputs: "
+    "backward raises `returned an incorrect number of gradients (expected 2, got 1)`"
+)
 
 
 def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 SAMPLES = Path(__file__).parent / "samples"
-# The sample project is run in subprocesses, never collected here.
-collect_ignore = ["samples"]
+GRAPH_BREAKS = Path(__file__).parent / "graph_breaks"
+# The sample projects are run in subprocesses, never collected here.
+collect_ignore = ["samples", "graph_breaks"]
 
 
 @dataclass
@@ -45,10 +46,12 @@ def marked(filename: str, tag: str) -> set[int]:
     return {n for n, line in enumerate(text, 1) if re.search(rf"# mark: {re.escape(tag)}$", line)}
 
 
-def run_in_copy(tmp_path_factory: pytest.TempPathFactory, argv: list[str], **env: str) -> Run:
-    """Copy the sample project to a fresh directory and run ``python -m <argv>`` there."""
+def run_in_copy(
+    tmp_path_factory: pytest.TempPathFactory, argv: list[str], project: Path = SAMPLES, **env: str
+) -> Run:
+    """Copy a sample project (default: ``samples``) to a fresh directory and run ``python -m <argv>`` there."""
     root = tmp_path_factory.mktemp("project")
-    shutil.copytree(SAMPLES, root, dirs_exist_ok=True)
+    shutil.copytree(project, root, dirs_exist_ok=True)
     environ = {**os.environ, **env}
     # Outer coverage (when this suite itself is measured) must not leak in.
     for name in ("COVERAGE_PROCESS_START", "COV_CORE_SOURCE", "COV_CORE_CONFIG", "COV_CORE_DATAFILE"):

@@ -143,3 +143,31 @@ def test_a_backward_failing_on_every_candidate_fails_with_the_way_to_record() ->
     assert message.startswith("Affine.backward failed: RuntimeError: Function AffineBackward returned an invalid")
     assert "forward accepted (3, 3), (3, 3), (3, 3) first" in message and "pytest --autograd-record" in message
     harness.check_gradcheck(Affine, Case((tensor((5, 3)), tensor((2, 3)), tensor((2,)))))
+
+
+def test_a_recorded_case_replays_its_values_and_layout() -> None:
+    case = Case((tensor((2, 2), dtype="float64", contiguous=False, values=(1.0, 2.0, 3.0, 4.0)),))
+    (x,) = harness.make_args(Log, case)
+    assert x.tolist() == [[1.0, 2.0], [3.0, 4.0]] and not x.is_contiguous() and x.requires_grad
+    harness.check_gradcheck(Log, case)
+
+
+@pytest.mark.parametrize("stats, holds", [
+    ({"symmetric": True, "positive_definite": True, "min": -2.0, "max": 9.0},
+     lambda x: bool(torch.linalg.cholesky_ex(x).info == 0)),
+    ({"simplex": True, "min": 0.0, "max": 0.4}, lambda x: torch.allclose(x.sum(-1), torch.ones(6, dtype=x.dtype))),
+    ({"integral": True, "min": 2.0, "max": 5.0}, lambda x: bool(((x == x.round()) & (x >= 2) & (x <= 5)).all())),
+    ({"min": 0.25, "max": 0.75}, lambda x: bool(((x >= 0.25) & (x <= 0.75)).all())),
+])
+def test_values_of_a_large_recorded_tensor_are_drawn_from_its_statistics(stats: dict, holds) -> None:
+    class Identity(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    (x,) = harness.make_args(Identity, Case((tensor((6, 6), stats=stats),)))
+    assert holds(x.detach())

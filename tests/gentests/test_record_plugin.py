@@ -1,9 +1,10 @@
-"""``pytest --autograd-record``: inert by default; records argument structure, never values."""
+"""``pytest --autograd-record``: inert by default; records calls whose forward returned, with values."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_without_the_option_the_plugin_imports_nothing_and_writes_nothing(pytest
     assert "recorded inputs" not in result.stdout.str()
 
 
-def test_records_structure_and_small_values_but_no_tensor_values(pytester: pytest.Pytester) -> None:
+def test_records_structure_counted_and_the_values_of_the_first_call(pytester: pytest.Pytester) -> None:
     pytest.importorskip("torch")
     pytester.makepyfile(ops=OPS, test_ops="""
         import torch
@@ -63,9 +64,10 @@ def test_records_structure_and_small_values_but_no_tensor_values(pytester: pytes
 
         def test_calls():
             x = torch.full((2, 3), 123.25, requires_grad=True)
-            for _ in range(3):
-                Scale.apply(x, 2, "mean", torch.float64)
-            Scale.apply(x.detach(), factor=0.5)              # keyword bound to its position
+            Scale.apply(x, 2, "mean", torch.float64)
+            for _ in range(2):
+                Scale.apply(x * 2, 2, "mean", torch.float64)  # same structure: counted, values kept from the first
+            Scale.apply(x.detach().t(), factor=0.5)          # keyword bound to its position; a transposed view
             Scale.apply(torch.ones(4, dtype=torch.int64), 2, (1, 2))
             Scale.apply(x, 2, object())                       # not a small value: not recorded
             Add.apply(torch.ones(2), torch.ones(2))
@@ -76,15 +78,72 @@ def test_records_structure_and_small_values_but_no_tensor_values(pytester: pytes
     result.stdout.fnmatch_lines(["autograd-lint: recorded inputs of 2 Function(s) to *inputs.json, "
                                  "1 call(s) with unrecordable arguments"])
     data = recorded(pytester)
-    assert data["format"] == 1 and sorted(data["functions"]) == ["ops.Add", "ops.Scale"]
+    assert data["format"] == 2 and sorted(data["functions"]) == ["ops.Add", "ops.Scale"]
     scale = data["functions"]["ops.Scale"]
     assert (scale["module"], scale["qualname"], scale["path"]) == ("ops", "Scale", "ops.py")
     tensor = {"shape": [2, 3], "dtype": "float32", "device": "cpu", "requires_grad": True}
     assert scale["cases"][0] == {"calls": 3, "args": [
-        {"tensor": tensor}, {"value": 2}, {"value": "mean"}, {"dtype": "float64"}]}
-    assert {"tensor": {**tensor, "requires_grad": False}} in scale["cases"][1]["args"] + scale["cases"][2]["args"]
+        {"tensor": {**tensor, "values": [123.25] * 6}}, {"value": 2}, {"value": "mean"}, {"dtype": "float64"}]}
+    transposed = {"shape": [3, 2], "dtype": "float32", "device": "cpu", "requires_grad": False,
+                  "contiguous": False, "values": [123.25] * 6}
+    assert {"tensor": transposed} in scale["cases"][1]["args"] + scale["cases"][2]["args"]
     assert [{"value": 1}, {"value": 2}] in [a.get("tuple") for c in scale["cases"] for a in c["args"]]
-    assert "123.25" not in json.dumps(data)
+
+
+def test_a_call_whose_forward_raised_is_not_recorded(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    pytester.makepyfile(ops=OPS + """
+
+class Checked(Function):
+    @staticmethod
+    def forward(ctx, x):
+        if (x < 0).any():
+            raise ValueError("negative")
+        return x.sqrt()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+""", test_ops="""
+        import pytest
+        import torch
+        from ops import Checked
+
+        def test_error_path():
+            with pytest.raises(ValueError):
+                Checked.apply(-torch.ones(5))
+
+        def test_valid():
+            Checked.apply(torch.ones(2, 2))
+    """)
+    result = pytester.runpytest_subprocess("--autograd-record", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*recorded inputs of 1 Function(s)*, 1 call(s) whose forward raised (not recorded)"])
+    cases = recorded(pytester)["functions"]["ops.Checked"]["cases"]
+    assert [case["args"][0]["tensor"]["shape"] for case in cases] == [[2, 2]]
+
+
+def test_large_tensors_keep_statistics_from_which_valid_values_are_drawn(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    pytester.makepyfile(ops=OPS, test_ops="""
+        import torch
+        from ops import Add
+
+        def test_domains():
+            a = torch.randn(12, 12, dtype=torch.float64)
+            spd = a @ a.T + torch.eye(12, dtype=torch.float64)
+            probabilities = torch.softmax(torch.randn(5, 20), -1)
+            Add.apply(spd, spd)
+            Add.apply(probabilities, probabilities)
+            Add.apply(torch.randint(3, 9, (100,)), torch.randint(3, 9, (100,)))
+    """)
+    pytester.runpytest_subprocess("--autograd-record", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    stats = {tuple(case["args"][0]["tensor"]["shape"]): case["args"][0]["tensor"]["stats"]
+             for case in recorded(pytester)["functions"]["ops.Add"]["cases"]}
+    assert stats[(12, 12)]["positive_definite"] and stats[(12, 12)]["symmetric"]
+    assert stats[(5, 20)]["simplex"] and not stats[(5, 20)]["integral"]
+    assert stats[(100,)]["integral"] and 3 <= stats[(100,)]["min"] <= stats[(100,)]["max"] <= 8
+    assert "values" not in json.dumps(list(stats.values()))
 
 
 def test_the_recording_feeds_gen_tests(pytester: pytest.Pytester) -> None:
@@ -96,13 +155,14 @@ def test_the_recording_feeds_gen_tests(pytester: pytest.Pytester) -> None:
         def test_add():
             Add.apply(torch.ones(2, 5), torch.ones(5))
     """)
-    pytester.runpytest_subprocess("--autograd-record=rec.json", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("--autograd-record-file=rec.json", "-p", "no:cacheprovider").assert_outcomes(passed=1)
     # The installed command, through this interpreter: CI does not put the venv on PATH.
     result = pytester.run(sys.executable, "-m", "autograd_lint", "gen-tests", "ops.py", "--inputs", "rec.json", "--out", "gen")
     assert result.ret == 0
     assert "1 recorded, 0 static, 1 search, 0 none" in result.stdout.str()
     generated = (pytester.path / "gen" / "test_gradcheck_ops.py").read_text()
-    assert 'pytest.param(Case((tensor((2, 5)), tensor((5,)))), id="recorded-2x5-5")' in generated
+    assert ('pytest.param(Case((tensor((2, 5), values=(1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)), '
+            'tensor((5,), values=(1.0, 1.0, 1.0, 1.0, 1.0)))), id="recorded-2x5-5")') in generated
     run = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "-v")
     run.assert_outcomes(passed=5)
     run.stdout.fnmatch_lines(["*::TestScale::test_gradcheck[[]search-?-number-sum-None[]] PASSED*",
@@ -129,8 +189,70 @@ def test_xdist_workers_hand_their_cases_to_the_controller(pytester: pytest.Pytes
     kept = {"module": "old", "qualname": "Kept", "path": "old.py", "cases": []}
     previous = {"format": 1, "functions": {"old.Kept": kept}}
     (pytester.path / "rec.json").write_text(json.dumps(previous))
-    result = pytester.runpytest_subprocess("-n", "2", "--autograd-record=rec.json", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-n", "2", "--autograd-record-file=rec.json", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     data = recorded(pytester, "rec.json")
     assert sorted(data["functions"]) == ["old.Kept", "ops.Add", "ops.Scale"]
     assert data["functions"]["ops.Scale"]["cases"][0]["args"][0]["tensor"]["shape"] == [7]
+
+
+def _two_test_directories(pytester: pytest.Pytester) -> dict[Path, bytes]:
+    """ops.py, tests/test_x.py, tests/test_y.py and a failing other/test_z.py; their bytes."""
+    pytester.makepyfile(ops=OPS)
+    tests = pytester.mkdir("tests")
+    (tests / "test_x.py").write_text("import torch\nfrom ops import Add\n\n\ndef test_x():\n"
+                                     "    Add.apply(torch.ones(2), torch.ones(2))\n")
+    (tests / "test_y.py").write_text("import torch\nfrom ops import Scale\n\n\ndef test_y():\n"
+                                     "    Scale.apply(torch.ones(3), 2)\n")
+    other = pytester.mkdir("other")
+    (other / "test_z.py").write_text("def test_z():\n    assert False, 'not selected, must not run'\n")
+    return {path: path.read_bytes() for path in pytester.path.rglob("*.py")}
+
+
+@pytest.mark.parametrize("selection, expected", [
+    ("tests/test_x.py", ["ops.Add"]),
+    ("tests", ["ops.Add", "ops.Scale"]),
+    ("tests/", ["ops.Add", "ops.Scale"]),
+])
+def test_a_path_after_the_flag_is_a_test_path_not_the_output(
+    pytester: pytest.Pytester, selection: str, expected: list[str]
+) -> None:
+    pytest.importorskip("torch")
+    before = _two_test_directories(pytester)
+    result = pytester.runpytest_subprocess("--autograd-record", selection, "-p", "no:cacheprovider",
+                                           "--rootdir", str(pytester.path))
+    result.assert_outcomes(passed=len(expected))
+    assert result.ret == 0
+    assert sorted(recorded(pytester)["functions"]) == expected
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_an_existing_file_that_is_not_a_recording_is_refused_with_one_line(pytester: pytest.Pytester) -> None:
+    before = _two_test_directories(pytester)
+    result = pytester.runpytest_subprocess("--autograd-record-file=tests/test_x.py", "tests",
+                                           "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1, result.stderr.lines
+    assert errors[0].endswith("test_x.py: exists and is not a recording of `pytest --autograd-record`; "
+                              "not overwritten; give another --autograd-record-file")
+    assert "passed" not in result.stdout.str()
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_a_directory_is_refused_with_one_line(pytester: pytest.Pytester) -> None:
+    _two_test_directories(pytester)
+    result = pytester.runpytest_subprocess("--autograd-record-file", "tests", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.stderr.lines if line.strip()] == [
+        f"ERROR: {pytester.path / 'tests'}: is a directory, not a recording file; give another --autograd-record-file"
+    ]
+
+
+def test_an_existing_recording_is_replaced_atomically_keeping_uncalled_functions(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("torch")
+    _two_test_directories(pytester)
+    pytester.runpytest_subprocess("--autograd-record", "tests/test_x.py", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess("--autograd-record", "tests/test_y.py", "-p", "no:cacheprovider")
+    assert sorted(recorded(pytester)["functions"]) == ["ops.Add", "ops.Scale"]
+    assert [p.name for p in (pytester.path / ".autograd-lint").iterdir()] == ["inputs.json"]

@@ -1,0 +1,93 @@
+"""Surrogate-gradient Functions: backward is deliberately not the derivative of forward.
+
+A gradient-reversal layer (forward the identity, backward ``-alpha * grad``), a
+straight-through estimator (forward ``round``, backward the identity), gradient
+clipping and fake quantization must fail ``gradcheck``: that is what they are
+for.  Declared as such, they get the checks that still hold instead (see
+:mod:`.checks`).  A declaration is either a comment on the class::
+
+    # autograd-lint: surrogate-gradient reference=lambda x, alpha: -alpha * x
+    class GradientReversal(torch.autograd.Function):
+
+(on the lines just above the ``class`` line, among its decorators, or at the end
+of it), or an entry of ``[tool.autograd-lint] surrogate-gradients``, which maps
+a Function's qualified name to its reference (``""`` for none).  The optional
+reference is a Python expression for a function taking ``apply``'s arguments
+whose *autograd* gradient is what backward means to return: a lambda, or the
+dotted name of a function the tests can import.
+
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from autograd_lint.model.spec import FunctionSpec
+
+_DECLARATION = re.compile(r"#\s*autograd-lint:\s*surrogate-gradient\b(?:\s+reference=(?P<reference>.*?))?\s*$")
+_DOTTED_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
+
+
+@dataclass(frozen=True)
+class Surrogate:
+    """A declared surrogate gradient; ``reference`` is the source of the reference function, if any."""
+
+    reference: str | None
+
+    @property
+    def reference_is_import(self) -> bool:
+        """Whether the reference is a dotted name to import rather than an expression to inline."""
+        return self.reference is not None and _DOTTED_NAME.match(self.reference) is not None
+
+
+class DeclarationError(Exception):
+    """A surrogate-gradient declaration whose reference is not a Python expression."""
+
+
+def check_reference(reference: str, where: str) -> str | None:
+    """``reference`` stripped, None when empty.
+
+    Raises :class:`DeclarationError` naming ``where`` when it is not an expression.
+    """
+    text = reference.strip()
+    if not text:
+        return None
+    try:
+        ast.parse(text, mode="eval")
+    except SyntaxError as error:
+        message = f"{where}: surrogate-gradient reference is not a Python expression: {error.msg}"
+        raise DeclarationError(message) from None
+    return text
+
+
+def _comment_lines(spec: FunctionSpec, lines: Sequence[str]) -> list[tuple[int, str]]:
+    """The ``class`` line and the comment and decorator lines directly above it, as (line number, text)."""
+    header = spec.position.line
+    found = [(header, lines[header - 1])] if 0 < header <= len(lines) else []
+    number = header - 1
+    while number >= 1:
+        text = lines[number - 1].strip()
+        if not (text.startswith("#") or text.startswith("@")):
+            break
+        found.append((number, text))
+        number -= 1
+    return found
+
+
+def declared_surrogate(spec: FunctionSpec, lines: Sequence[str], configured: Mapping[str, str]) -> Surrogate | None:
+    """How ``spec`` is declared a surrogate (its source ``lines``, the configured entries), or None.
+
+    Raises :class:`DeclarationError` for a reference that does not parse.
+    """
+    if spec.full_name in configured:
+        return Surrogate(check_reference(configured[spec.full_name], f"[tool.autograd-lint] surrogate-gradients "
+                                                                     f"{spec.full_name!r}"))
+    for number, text in _comment_lines(spec, lines):
+        match = _DECLARATION.search(text)
+        if match is not None:
+            return Surrogate(check_reference(match.group("reference") or "", f"{spec.path}:{number}"))
+    return None

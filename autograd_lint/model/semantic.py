@@ -1,0 +1,1039 @@
+"""The semantic model of one method body: bindings, value kinds, flows and in-place writes.
+
+Rules ask this model what a name is bound to instead of walking the body again,
+as ruff's rules query its semantic model.  One :class:`MethodModel` is built per
+method (:func:`build`), once, by the model's own builder
+(:mod:`autograd_lint.model.extract`), and kept on :attr:`MethodSpec.semantic`.
+
+The walk is flow-sensitive over structured control flow: each use of a name
+learns which bindings reach it (through ``if``/``else``, loops run twice so a
+rebinding at the end of a loop body reaches the uses at its top, ``try``,
+``with``, ``match``, early ``return``/``raise``/``break``/``continue``).
+``isinstance`` and ``is None`` tests narrow a name inside their branches (and
+after an ``if`` whose other branch leaves).  Nested ``def``/``class``/``lambda``
+bodies are not walked: they do not run where they are written; their uses of
+the method's names are listed in :attr:`MethodModel.nested_uses`.
+
+Kinds come from annotations read as types, literal defaults and, for a
+parameter the annotation leaves open, usage evidence on the paths where the
+parameter is not rebound (see :data:`EVIDENCE`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+import libcst as cst
+
+from autograd_lint.model import traverse
+from autograd_lint.model.exprs import (
+    SAVED_ATTRIBUTES,
+    TENSOR_ONLY_METHODS,
+    Classifier,
+    annotation_kind,
+    dotted_name,
+    is_literal,
+    is_none,
+    join,
+    without_none,
+)
+from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.spec import Kind
+
+# Methods that return a view of (or the very tensor of) their receiver.
+ALIAS_METHODS = frozenset(
+    "view view_as reshape contiguous squeeze unsqueeze t transpose expand flatten".split()
+)
+# In-place methods that do not write tensor data.
+HARMLESS_INPLACE = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
+# Usage that makes an unannotated parameter a tensor: a method only tensors have
+# (``size`` is not one: process groups and many other objects have it), a read of
+# ``.shape``/``.dtype``/``.device``, the first argument of a ``torch.*`` call that
+# takes a tensor there, and an argument of a ctx API that only takes tensors.
+EVIDENCE_METHODS = TENSOR_ONLY_METHODS - {"size"}
+EVIDENCE_ATTRIBUTES = frozenset({"shape", "dtype", "device", "is_cuda", "grad", "grad_fn"})
+TENSOR_ONLY_CTX_APIS = frozenset({"save_for_backward", "mark_dirty", "mark_non_differentiable", "save_for_forward"})
+# torch functions whose first argument is not a tensor (sizes, lists, data, strings).
+_NOT_TENSOR_FIRST = frozenset(
+    """
+    tensor as_tensor asarray from_numpy frombuffer zeros ones empty full arange range linspace logspace
+    eye rand randn randint randperm normal empty_strided zeros_like_ cat concat concatenate stack hstack
+    vstack dstack column_stack row_stack cartesian_prod block_diag broadcast_tensors einsum meshgrid
+    chain_matmul atleast_1d atleast_2d atleast_3d tensordot_ manual_seed get_default_dtype
+    """.split()
+)
+
+
+class How(enum.Enum):
+    """How a binding binds its name."""
+
+    PARAMETER = "parameter"
+    ASSIGNMENT = "assignment"  # x = value, x: T = value
+    UNPACKING = "unpacking"  # a, b = value; *rest = value (when the value is not a matching literal)
+    AUGMENTED = "augmented assignment"  # x += value
+    FOR = "for"
+    WITH = "with"
+    COMPREHENSION = "comprehension"
+    WALRUS = "walrus"
+    DELETE = "del"
+    EXCEPT = "except"
+    IMPORT = "import"
+    DEFINITION = "def or class"
+    GLOBAL = "global or nonlocal"
+    MATCH = "match"
+    NARROWING = "narrowing"  # not a rebinding: the same value, known better inside a branch
+
+
+@dataclass(eq=False)
+class Binding:
+    """One place that binds a local name.
+
+    ``value`` is the whole expression whose value the name then holds (for
+    ``x = value`` and for the matching element of ``a, b = p, q``), else None.
+    ``aliases`` are the bindings whose very object this one holds too: a view
+    (``y = x.view(-1)``), ``x += 1`` on a tensor, a narrowing.
+    """
+
+    name: str
+    how: How
+    site: cst.CSTNode
+    value: cst.BaseExpression | None = None
+    kind: Kind = Kind.UNKNOWN
+    aliases: tuple["Binding", ...] = ()
+
+    def roots(self) -> frozenset["Binding"]:
+        """The bindings that created this binding's object (itself, unless it aliases others)."""
+        if not self.aliases:
+            return frozenset({self})
+        found: set[Binding] = set()
+        seen: set[int] = set()
+        stack = list(self.aliases)
+        while stack:  # a loop makes cycles: `x += 1` in a loop aliases its own earlier run
+            binding = stack.pop()
+            if id(binding) in seen:
+                continue
+            seen.add(id(binding))
+            if binding.aliases:
+                stack.extend(binding.aliases)
+            else:
+                found.add(binding)
+        return frozenset(found)
+
+    @property
+    def is_rebinding(self) -> bool:
+        """Whether it gives the name another value (a narrowing does not)."""
+        return self.how not in (How.PARAMETER, How.NARROWING)
+
+
+class Sink(enum.Enum):
+    """Where a value goes."""
+
+    RETURN = "return"  # index: the position in a returned tuple literal (None: the whole value)
+    CTX_API = "ctx API"  # detail: the API (save_for_backward, mark_dirty, ...); index: argument position
+    CTX_ATTRIBUTE = "ctx attribute"  # detail: the attribute; owner: the name it is set on;
+    # index: the element of a stored list/tuple/dict literal (None: the whole value)
+    ARGUMENT = "call argument"  # detail: the callee's dotted name, if any; index: argument position
+
+
+@dataclass(frozen=True, eq=False)
+class Flow:
+    """A value reaching a sink: the expression written there and the bindings it comes from."""
+
+    sink: Sink
+    node: cst.CSTNode  # the return, the call, or the assignment
+    expr: cst.BaseExpression
+    origins: frozenset[Binding]
+    detail: str | None = None
+    index: int | None = None
+    owner: str | None = None  # for a ctx attribute: the name the attribute is set on
+
+    @property
+    def element(self) -> bool:
+        """Whether ``expr`` is one element of a container stored whole (``ctx.a = [x, y]``)."""
+        return self.index is not None and self.sink is Sink.CTX_ATTRIBUTE
+
+
+@dataclass(frozen=True, eq=False)
+class InplaceWrite:
+    """An in-place write (to a tensor, or ``clear()`` of a container), and the bindings
+    whose object it writes (empty when the target is not a local, e.g. ``ctx.buf``).
+
+    ``self_copy`` is true for ``t.copy_(t)`` (the data does not change).
+    """
+
+    node: cst.CSTNode
+    how: str  # "mul_()", "[...] =", "+=", "out=", "torch.relu_()"
+    target: cst.BaseExpression
+    origins: frozenset[Binding]
+    self_copy: bool = False
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(b.name for b in self.origins)
+
+
+@dataclass(frozen=True, eq=False)
+class ReturnValue:
+    """A ``return`` statement: its value and, when the value is a tuple literal without a
+    starred element (or a name that only a tuple literal reaches), its elements."""
+
+    node: cst.Return
+    value: cst.BaseExpression | None
+    elements: tuple[cst.BaseExpression, ...] | None
+
+
+_Env = dict[str, frozenset[Binding]]
+
+
+@dataclass(eq=False)
+class MethodModel:
+    """What the body of one method binds, holds, passes on and writes in place."""
+
+    node: cst.FunctionDef
+    imports: ImportMap
+    params: dict[str, Binding] = field(default_factory=dict)
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    # id(Name node) -> the bindings that reach that use.
+    reaching_by_use: dict[int, frozenset[Binding]] = field(default_factory=dict)
+    uses_by_binding: dict[Binding, list[cst.Name]] = field(default_factory=dict)
+    nested_uses: dict[str, list[cst.Name]] = field(default_factory=dict)
+    returns: list[ReturnValue] = field(default_factory=list)
+    flows: list[Flow] = field(default_factory=list)
+    inplace_writes: list[InplaceWrite] = field(default_factory=list)
+    # `del owner.attribute`: (owner name, attribute, the del statement).
+    deleted_attributes: list[tuple[str, str, cst.Del]] = field(default_factory=list)
+    # Every call of the body, with the callee as written when it is a dotted name.
+    calls: list[tuple[str | None, cst.Call]] = field(default_factory=list)
+    # Loads of `owner.attribute` (not the targets of assignments or `del`), in walk order.
+    attribute_reads: list[tuple[str, str, cst.Attribute]] = field(default_factory=list)
+
+    # -- names ------------------------------------------------------------------
+    def reaching(self, use: cst.Name) -> frozenset[Binding]:
+        """The bindings that reach ``use`` (empty for a global, a builtin, or a node not in the body)."""
+        return self.reaching_by_use.get(id(use), frozenset())
+
+    def bindings_of(self, name: str) -> list[Binding]:
+        """Every binding of ``name``, the parameter first, then in text order."""
+        return self.bindings.get(name, [])
+
+    def is_rebound(self, name: str) -> bool:
+        """Whether the body gives ``name`` another value anywhere (narrowings do not count)."""
+        return any(b.is_rebinding for b in self.bindings_of(name))
+
+    def uses(self, binding: Binding) -> list[cst.Name]:
+        """The uses that ``binding`` reaches (directly or through a narrowing of it)."""
+        return self.uses_by_binding.get(binding, [])
+
+    def is_bound(self, name: str) -> bool:
+        return name in self.bindings
+
+    # -- kinds ------------------------------------------------------------------
+    def name_kind(self, use: cst.Name) -> Kind | None:
+        """The kind of ``use``: the join over the bindings that reach it; None when the body
+        does not bind the name."""
+        reaching = self.reaching_by_use.get(id(use))
+        if reaching is None:
+            return Kind.UNKNOWN if use.value in self.bindings else None
+        if not reaching:
+            return Kind.UNKNOWN if use.value in self.bindings else None
+        return join(b.kind for b in reaching)
+
+    def kind(self, expr: cst.BaseExpression) -> Kind:
+        """The kind of an expression of this body, where it is written."""
+        return Classifier(self.imports, self.name_kind).kind(expr)
+
+    def param_kind(self, name: str) -> Kind:
+        """The kind of parameter ``name`` as the caller passes it."""
+        binding = self.params.get(name)
+        return binding.kind if binding is not None else Kind.UNKNOWN
+
+    # -- values -----------------------------------------------------------------
+    def origins(self, expr: cst.BaseExpression) -> frozenset[Binding]:
+        """The bindings whose object ``expr`` is, or is a view of (``x``, ``x.view(-1)``,
+        ``x.mul_(2)``); empty for any other expression."""
+        return _origins(expr, self.reaching)
+
+    def parameter_of(self, expr: cst.BaseExpression) -> str | None:
+        """The parameter whose very object (or a view of it) ``expr`` certainly is."""
+        origins = self.origins(expr)
+        if len(origins) == 1:
+            (binding,) = origins
+            if binding.how is How.PARAMETER:
+                return binding.name
+        return None
+
+    def calls_of(self, callee: str) -> list[cst.Call]:
+        """The calls of ``callee`` (a dotted name as written: ``ctx.save_for_backward``)."""
+        return [call for name, call in self.calls if name == callee]
+
+    def flows_to(self, sink: Sink, detail: str | None = None) -> list[Flow]:
+        return [f for f in self.flows if f.sink is sink and (detail is None or f.detail == detail)]
+
+    def flows_of(self, binding: Binding) -> list[Flow]:
+        """Where the object of ``binding`` goes."""
+        return [f for f in self.flows if binding in f.origins]
+
+    def writes_to(self, binding: Binding) -> list[InplaceWrite]:
+        return [w for w in self.inplace_writes if binding in w.origins]
+
+    def attribute_of(self, expr: cst.BaseExpression) -> tuple[str, str] | None:
+        """``(owner, attribute)`` when ``expr`` is ``owner.attribute``, or a local bound only
+        to that (``buf = ctx.buf``), or a view of either."""
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and (
+            expr.func.attr.value in ALIAS_METHODS or is_inplace_name(expr.func.attr.value)
+        ):
+            expr = expr.func.value
+        if isinstance(expr, cst.Name):
+            reaching = self.reaching(expr)
+            if len(reaching) != 1:
+                return None
+            (binding,) = reaching
+            if binding.value is None or binding.how is not How.ASSIGNMENT:
+                return None
+            expr = binding.value
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            return expr.value.value, expr.attr.value
+        return None
+
+
+def _origins(expr: cst.BaseExpression, reaching: Callable[[cst.Name], frozenset[Binding]]) -> frozenset[Binding]:
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        method = expr.func.attr.value
+        if method not in ALIAS_METHODS and not is_inplace_name(method):
+            return frozenset()
+        expr = expr.func.value
+    if isinstance(expr, cst.Name):
+        found: set[Binding] = set()
+        for binding in reaching(expr):
+            found |= binding.roots()
+        return frozenset(found)
+    return frozenset()
+
+
+def is_inplace_name(name: str) -> bool:
+    """Whether a method or torch function of this name writes its tensor in place (``mul_``)."""
+    return name.endswith("_") and not name.startswith("_") and name not in HARMLESS_INPLACE
+
+
+def target_names(target: cst.BaseExpression) -> Iterator[str]:
+    """The names a binding target binds: ``a``, ``a, (b, *c)``, ``[a, b]``."""
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from target_names(target.value)
+
+
+def build(
+    node: cst.FunctionDef,
+    imports: ImportMap,
+    *,
+    skip: int = 0,
+    declared: Mapping[str, Kind] | None = None,
+    tensor_params: Iterable[str] = (),
+) -> MethodModel:
+    """The semantic model of ``node``'s body.
+
+    ``skip`` leading positional parameters (``cls`` of a classmethod) are not
+    walked as values.  ``declared`` gives kinds the caller knows (gradient
+    parameters of backward are tensors); ``tensor_params`` names parameters that
+    other methods show to be tensors (backward gives them a gradient).
+    """
+    known = dict(declared or {})
+    given = set(tensor_params)
+    first = _Walker(node, imports, skip, known, evidence=given)
+    model = first.run()
+    found = _evidence(model, first.marks)
+    if not found:
+        return model
+    return _Walker(node, imports, skip, known, given | found).run()
+
+
+def _evidence(model: MethodModel, marks: set[int]) -> set[str]:
+    """Parameters of unknown kind that the body uses as tensors (``marks``: ids of such
+    uses), on a path where no rebinding of the parameter reaches the use."""
+    found: set[str] = set()
+    for name, binding in model.params.items():
+        if binding.kind is not Kind.UNKNOWN:
+            continue
+        for use in model.uses(binding):
+            reaching = model.reaching(use)
+            if id(use) in marks and reaching and all(b.roots() == {binding} for b in reaching):
+                found.add(name)
+                break
+    return found
+
+
+def _param_nodes(node: cst.FunctionDef) -> list[cst.Param]:
+    params = node.params
+    every = [*params.posonly_params, *params.params]
+    if isinstance(params.star_arg, cst.Param):
+        every.append(params.star_arg)
+    every.extend(params.kwonly_params)
+    if params.star_kwarg is not None:
+        every.append(params.star_kwarg)
+    return every
+
+
+def _declared_kind(param: cst.Param, imports: ImportMap) -> Kind:
+    if param.star:
+        return Kind.NON_TENSOR  # *args is a tuple, **kwargs a dict
+    if param.annotation is not None:
+        # The annotation decides (`n: int | Tensor = 0` is a union, whatever the default).
+        kind = annotation_kind(param.annotation.annotation, imports)
+        if kind is not Kind.UNKNOWN and param.default is not None and is_none(param.default):
+            return join((kind, Kind.NONE))
+        return kind
+    if param.default is not None:
+        if is_none(param.default):
+            return Kind.UNKNOWN
+        if is_literal(param.default) or isinstance(param.default, (cst.Tuple, cst.List, cst.Dict)):
+            return Kind.NON_TENSOR
+    return Kind.UNKNOWN
+
+
+class _Walker:
+    """Walks one method body once, building its :class:`MethodModel`."""
+
+    def __init__(
+        self,
+        node: cst.FunctionDef,
+        imports: ImportMap,
+        skip: int,
+        declared: Mapping[str, Kind],
+        evidence: set[str],
+    ) -> None:
+        self.model = MethodModel(node, imports)
+        self.imports = imports
+        self.skip = skip
+        self.declared = declared
+        self.evidence = evidence
+        self.marks: set[int] = set()
+        self.loop_exits: list[list[_Env]] = []
+        self.order: list[Binding] = []  # every binding made by the walk, in walk order
+        self.false_sites: dict[int, cst.CSTNode] = {}
+        self.read_ids: set[int] = set()
+        self.call_ids: set[int] = set()
+        self.made: dict[tuple[int, str, How], Binding] = {}  # (site, name, how) -> its binding
+        self.classifier = Classifier(imports, self.model.name_kind)
+
+    # -- entry ------------------------------------------------------------------
+    def run(self) -> MethodModel:
+        env: _Env = {}
+        positional_seen = 0
+        for param in _param_nodes(self.model.node):
+            name = param.name.value
+            if not param.star:
+                positional_seen += 1
+            kind = self.declared.get(name) or _declared_kind(param, self.imports)
+            # An annotation naming some other class rules usage evidence out.
+            if kind is Kind.UNKNOWN and param.annotation is None and name in self.evidence:
+                kind = Kind.TENSOR
+            if positional_seen <= self.skip and not param.star:
+                kind = Kind.NON_TENSOR  # cls of a classmethod
+            binding = Binding(name, How.PARAMETER, param, None, kind)
+            self.model.params[name] = binding
+            self.model.bindings.setdefault(name, []).append(binding)
+            env[name] = frozenset({binding})
+            if param.default is not None:
+                self._expr(param.default, {})
+        self._block(_suite(self.model.node.body), env)
+        return self.model
+
+    # -- bindings ---------------------------------------------------------------
+    def _bind(
+        self,
+        env: _Env,
+        name: str,
+        how: How,
+        site: cst.CSTNode,
+        value: cst.BaseExpression | None = None,
+        kind: Kind = Kind.UNKNOWN,
+        aliases: tuple[Binding, ...] = (),
+    ) -> Binding:
+        key = (id(site), name, how)
+        binding = self.made.get(key)
+        if binding is None:
+            binding = self.made[key] = Binding(name, how, site, value, kind, aliases)
+            self.model.bindings.setdefault(name, []).append(binding)
+        else:  # a loop body walked again: the same site, reached by more bindings now
+            binding.kind = join((binding.kind, kind))
+            binding.aliases = tuple(dict.fromkeys((*binding.aliases, *aliases)))
+        self.order.append(binding)
+        env[name] = frozenset({binding})
+        return binding
+
+    def _bind_value(self, env: _Env, target: cst.BaseExpression, value: cst.BaseExpression | None,
+                    site: cst.CSTNode, how: How = How.ASSIGNMENT, kind: Kind | None = None) -> None:
+        """Binds ``target`` (a name, a tuple of targets, an attribute or subscript) to ``value``."""
+        if isinstance(target, cst.Name):
+            if value is None:
+                self._bind(env, target.value, how if how is not How.ASSIGNMENT else How.UNPACKING, site,
+                           None, kind or Kind.UNKNOWN)
+                return
+            found = kind or self.classifier.kind(value)
+            aliases = tuple(self._value_origins(value))
+            self._bind(env, target.value, how, site, value, found, aliases)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            starred = any(isinstance(e, cst.StarredElement) for e in target.elements)
+            values: Sequence[cst.BaseExpression | None]
+            if (
+                isinstance(value, (cst.Tuple, cst.List))
+                and not starred
+                and len(value.elements) == len(elements)
+                and not any(isinstance(e, cst.StarredElement) for e in value.elements)
+            ):
+                values = [e.value for e in value.elements]
+                for element, element_value in zip(elements, values):
+                    self._bind_value(env, element, element_value, site, how)
+                return
+            element_kind = Kind.TENSOR if value is not None and self._is_saved_tensors(value) else Kind.UNKNOWN
+            for element in target.elements:
+                if isinstance(element, cst.StarredElement):
+                    for name in target_names(element.value):
+                        self._bind(env, name, How.UNPACKING, site, None, Kind.NON_TENSOR)
+                else:
+                    self._bind_value(env, element.value, None, site,
+                                     How.UNPACKING if how is How.ASSIGNMENT else how, element_kind)
+        elif isinstance(target, cst.StarredElement):
+            for name in target_names(target.value):
+                self._bind(env, name, How.UNPACKING, site, None, Kind.NON_TENSOR)
+        elif isinstance(target, cst.Subscript):
+            self._expr(target, env)
+            self._inplace(target.value, site, "[...] =", env)
+        elif isinstance(target, cst.Attribute):
+            self._expr(target.value, env)
+            if isinstance(target.value, cst.Name) and value is not None:
+                self._flow(Sink.CTX_ATTRIBUTE, site, value, target.attr.value, owner=target.value.value)
+
+    def _value_origins(self, value: cst.BaseExpression) -> set[Binding]:
+        return set(_origins(value, self.model.reaching)) if _is_alias_expr(value) else set()
+
+    @staticmethod
+    def _is_saved_tensors(value: cst.BaseExpression) -> bool:
+        return isinstance(value, cst.Attribute) and value.attr.value in SAVED_ATTRIBUTES
+
+    # -- statements -------------------------------------------------------------
+    def _block(self, statements: Sequence[cst.BaseStatement], env: _Env | None) -> _Env | None:
+        for statement in statements:
+            if env is None:
+                return None
+            env = self._statement(statement, env)
+        return env
+
+    def _statement(self, statement: cst.BaseStatement, env: _Env) -> _Env | None:
+        if isinstance(statement, cst.SimpleStatementLine):
+            current: _Env | None = env
+            for small in statement.body:
+                if current is None:
+                    return None
+                current = self._small(small, current)
+            return current
+        if isinstance(statement, cst.If):
+            self._expr(statement.test, env)
+            when_true, when_false = self._narrow(statement.test, env)
+            after_body = self._block(_suite(statement.body), when_true)
+            if statement.orelse is None:
+                after_else: _Env | None = when_false
+            elif isinstance(statement.orelse, cst.If):
+                after_else = self._statement(statement.orelse, when_false)
+            else:
+                after_else = self._block(_suite(statement.orelse.body), when_false)
+            return _join(after_body, after_else)
+        if isinstance(statement, (cst.For, cst.While)):
+            return self._loop(statement, env)
+        if isinstance(statement, cst.With):
+            for item in statement.items:
+                self._expr(item.item, env)
+                if item.asname is not None:
+                    self._bind_value(env, item.asname.name, None, item, How.WITH)
+            return self._block(_suite(statement.body), env)
+        if isinstance(statement, cst.Try):
+            return self._try(statement, env)
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            for decorator in statement.decorators:
+                self._expr(decorator.decorator, env)
+            self._nested(statement, env)
+            self._bind(env, statement.name.value, How.DEFINITION, statement, None, Kind.NON_TENSOR)
+            return env
+        if isinstance(statement, cst.Match):
+            self._expr(statement.subject, env)
+            ends: list[_Env | None] = [dict(env)]
+            for case in statement.cases:
+                branch = dict(env)
+                traverse.visit(case.pattern, _PatternNames(self, branch, case))
+                if case.guard is not None:
+                    self._expr(case.guard, branch)
+                ends.append(self._block(_suite(case.body), branch))
+            return _join(*ends)
+        self._expr(statement, env)
+        return env
+
+    def _small(self, small: cst.BaseSmallStatement, env: _Env) -> _Env | None:
+        if isinstance(small, cst.Assign):
+            self._expr(small.value, env)
+            for target in small.targets:
+                self._bind_value(env, target.target, small.value, small)
+            return env
+        if isinstance(small, cst.AnnAssign):
+            if small.value is None:
+                return env
+            self._expr(small.value, env)
+            kind = self.classifier.kind(small.value)
+            if kind is Kind.UNKNOWN:
+                kind = annotation_kind(small.annotation.annotation, self.imports)
+            self._bind_value(env, small.target, small.value, small, How.ASSIGNMENT, kind)
+            return env
+        if isinstance(small, cst.AugAssign):
+            return self._augmented(small, env)
+        if isinstance(small, cst.Del):
+            for name in target_names(small.target):
+                self._bind(env, name, How.DELETE, small)
+            for element in _del_targets(small.target):
+                if isinstance(element, cst.Attribute):
+                    self._expr(element.value, env)
+                elif not isinstance(element, cst.Name):
+                    self._expr(element, env)
+                if isinstance(element, cst.Attribute) and isinstance(element.value, cst.Name):
+                    self.model.deleted_attributes.append((element.value.value, element.attr.value, small))
+            return env
+        if isinstance(small, cst.Return):
+            if small.value is not None:
+                self._expr(small.value, env)
+            self._return(small)
+            return None
+        if isinstance(small, cst.Raise):
+            if small.exc is not None:
+                self._expr(small.exc, env)
+            return None
+        if isinstance(small, (cst.Break, cst.Continue)):
+            if self.loop_exits and isinstance(small, cst.Break):
+                self.loop_exits[-1].append(dict(env))
+            return None
+        if isinstance(small, (cst.Import, cst.ImportFrom)):
+            names = small.names if not isinstance(small.names, cst.ImportStar) else ()
+            for alias in names:
+                bound = alias.asname.name if alias.asname is not None else alias.name
+                while isinstance(bound, cst.Attribute):
+                    bound = bound.value
+                if isinstance(bound, cst.Name):
+                    self._bind(env, bound.value, How.IMPORT, small)
+            return env
+        if isinstance(small, (cst.Global, cst.Nonlocal)):
+            for item in small.names:
+                self._bind(env, item.name.value, How.GLOBAL, small)
+            return env
+        if isinstance(small, cst.Assert):
+            self._expr(small.test, env)
+            return self._narrow(small.test, env)[0]
+        self._expr(small, env)
+        return env
+
+    def _augmented(self, small: cst.AugAssign, env: _Env) -> _Env:
+        self._expr(small.value, env)
+        target = small.target
+        operator = small.operator.__class__.__name__
+        if isinstance(target, cst.Name):
+            self._expr(target, env)
+            before = self.classifier.kind(target)
+            if before.is_tensor:
+                reaching = self.model.reaching(target)
+                self._inplace(target, small, operator, env)
+                self._bind(env, target.value, How.AUGMENTED, small, None, before, tuple(reaching))
+            else:
+                combined = Classifier._combine(before, self.classifier.kind(small.value), small.operator)  # noqa: SLF001
+                self._bind(env, target.value, How.AUGMENTED, small, None, combined)
+        elif isinstance(target, cst.Subscript):
+            self._expr(target, env)
+            self._inplace(target.value, small, "[...] op=", env)
+        else:
+            self._expr(target, env)
+        return env
+
+    def _loop(self, statement: cst.For | cst.While, env: _Env) -> _Env | None:
+        self.loop_exits.append([])
+        if isinstance(statement, cst.For):
+            self._expr(statement.iter, env)
+        state: _Env = dict(env)
+        for _ in range(2):  # twice: what the end of the body binds reaches its top
+            body_env = dict(state)
+            if isinstance(statement, cst.For):
+                iter_kind = self.classifier.kind(statement.iter)
+                kind = Kind.TENSOR if iter_kind.is_tensor else Kind.UNKNOWN
+                if isinstance(statement.iter, cst.Call) and dotted_name(statement.iter.func) == "range":
+                    kind = Kind.NON_TENSOR
+                self._bind_value(body_env, statement.target, None, statement, How.FOR, kind)
+                after = self._block(_suite(statement.body), body_env)
+            else:
+                self._expr(statement.test, body_env)
+                after = self._block(_suite(statement.body), self._narrow(statement.test, body_env)[0])
+            # `continue` goes back to the top, whose state this join already covers.
+            joined = _join(state, after)
+            state = joined if joined is not None else state
+        exits = self.loop_exits.pop()
+        is_forever = isinstance(statement, cst.While) and isinstance(statement.test, cst.Name) and (
+            statement.test.value == "True"
+        )
+        normal: _Env | None = None if is_forever else state
+        if statement.orelse is not None and normal is not None:
+            normal = self._block(_suite(statement.orelse.body), normal)
+        return _join(normal, *exits)
+
+    def _try(self, statement: cst.Try, env: _Env) -> _Env | None:
+        entry = dict(env)
+        first = len(self.order)
+        after_body = self._block(_suite(statement.body), dict(env))
+        # A handler may start anywhere in the body: what the body binds may or may not have run.
+        partial = dict(entry)
+        for binding in self.order[first:]:
+            partial[binding.name] = partial.get(binding.name, frozenset()) | {binding}
+        handler_entry = _join(entry, after_body, partial) or entry
+        ends: list[_Env | None] = []
+        if statement.orelse is not None and after_body is not None:
+            ends.append(self._block(_suite(statement.orelse.body), after_body))
+        else:
+            ends.append(after_body)
+        for handler in statement.handlers:
+            branch = dict(handler_entry)
+            if handler.type is not None:
+                self._expr(handler.type, branch)
+            if handler.name is not None:
+                self._bind_value(branch, handler.name.name, None, handler, How.EXCEPT, Kind.NON_TENSOR)
+            ends.append(self._block(_suite(handler.body), branch))
+        result = _join(*ends)
+        if statement.finalbody is not None:
+            # `finally` runs after every path (some of which leave); walked once over all of them.
+            final = self._block(_suite(statement.finalbody.body), _join(result, handler_entry) or handler_entry)
+            return None if result is None or final is None else final
+        return result
+
+    # -- narrowing --------------------------------------------------------------
+    def _narrow(self, test: cst.BaseExpression, env: _Env) -> tuple[_Env, _Env]:
+        """The states where ``test`` is true and where it is false."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            when_true, when_false = self._narrow(test.expression, env)
+            return when_false, when_true
+        if isinstance(test, cst.BooleanOperation):
+            left_true, left_false = self._narrow(test.left, env)
+            if isinstance(test.operator, cst.And):
+                right_true, right_false = self._narrow(test.right, left_true)
+                return right_true, _join(left_false, right_false) or dict(env)
+            right_true, right_false = self._narrow(test.right, left_false)
+            return _join(left_true, right_true) or dict(env), right_false
+        when_true, when_false = dict(env), dict(env)
+        narrowed = self._test_narrowing(test)
+        if narrowed is not None:
+            name_node, true_kind, false_kind = narrowed
+            for state, kind in ((when_true, true_kind), (when_false, false_kind)):
+                reaching = state.get(name_node.value)
+                if not reaching or kind is None:
+                    continue
+                current = join(b.kind for b in reaching)
+                new_kind = kind(current)
+                if new_kind is not current:
+                    # The true and false branches narrow at one test: tell them apart by the state.
+                    self._bind(state, name_node.value, How.NARROWING, test if state is when_true else
+                               self._false_site(test), None, new_kind, tuple(reaching))
+        return when_true, when_false
+
+    def _test_narrowing(self, test: cst.BaseExpression):  # type: ignore[no-untyped-def]
+        """(name, kind in the true branch, kind in the false branch) for ``isinstance`` and
+        ``is None`` tests of a local name; each kind is a function of the kind before."""
+        if isinstance(test, cst.Call) and dotted_name(test.func) == "isinstance" and len(test.args) == 2:
+            subject = test.args[0].value
+            if not isinstance(subject, cst.Name):
+                return None
+            types = test.args[1].value
+            members = [e.value for e in types.elements] if isinstance(types, cst.Tuple) else [types]
+            kinds = {annotation_kind(m, self.imports) for m in members}
+            if kinds == {Kind.NON_TENSOR} or kinds == {Kind.NON_TENSOR, Kind.NONE}:
+                return subject, lambda k: Kind.NON_TENSOR, _unchanged
+            if kinds <= {Kind.TENSOR, Kind.INDEX_TENSOR}:
+                return subject, lambda k: k if k.is_tensor else Kind.TENSOR, _not_tensor
+            return None
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name):
+            comparison = test.comparisons[0]
+            if is_none(comparison.comparator):
+                if isinstance(comparison.operator, cst.Is):
+                    return test.left, lambda k: Kind.NONE, without_none
+                if isinstance(comparison.operator, cst.IsNot):
+                    return test.left, without_none, lambda k: Kind.NONE
+        return None
+
+    def _false_site(self, test: cst.BaseExpression) -> cst.CSTNode:
+        """A stand-in site for the narrowing on the false side of ``test`` (one per test)."""
+        site = self.false_sites.get(id(test))
+        if site is None:
+            site = self.false_sites[id(test)] = cst.Else(body=cst.IndentedBlock(body=()))
+        return site
+
+    # -- expressions ------------------------------------------------------------
+    def _expr(self, node: cst.CSTNode, env: _Env) -> None:
+        traverse.visit(node, _Uses(self, env))
+
+    def _use(self, node: cst.Name, env: _Env) -> None:
+        reaching = env.get(node.value)
+        if reaching is None:
+            return
+        key = id(node)
+        previous = self.model.reaching_by_use.get(key)
+        combined = reaching if previous is None else previous | reaching
+        self.model.reaching_by_use[key] = combined
+        for binding in reaching:
+            for found in _with_narrowed(binding):
+                uses = self.model.uses_by_binding.setdefault(found, [])
+                if not any(use is node for use in uses):
+                    uses.append(node)
+
+    def _nested(self, node: cst.CSTNode, env: _Env) -> None:
+        """Records the uses of this method's names inside a nested scope."""
+        model = self.model
+
+        class _Names(cst.CSTVisitor):
+            def visit_Name(self, name: cst.Name) -> None:
+                if name.value in env:
+                    model.nested_uses.setdefault(name.value, []).append(name)
+
+        traverse.visit(node, _Names())
+
+    def _return(self, node: cst.Return) -> None:
+        value = node.value
+        elements: tuple[cst.BaseExpression, ...] | None = None
+        literal = value
+        if isinstance(value, cst.Name):
+            reaching = self.model.reaching(value)
+            if len(reaching) == 1:
+                (binding,) = reaching
+                if isinstance(binding.value, cst.Tuple):
+                    literal = binding.value
+        if isinstance(literal, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in literal.elements):
+            elements = tuple(e.value for e in literal.elements)
+        self.model.returns.append(ReturnValue(node, value, elements))
+        if value is None:
+            return
+        if elements is not None:
+            for index, element in enumerate(elements):
+                self._flow(Sink.RETURN, node, element, index=index)
+        else:
+            self._flow(Sink.RETURN, node, value)
+
+    def _flow(self, sink: Sink, node: cst.CSTNode, expr: cst.BaseExpression,
+              detail: str | None = None, index: int | None = None, owner: str | None = None) -> None:
+        origins = _origins(expr, self.model.reaching)
+        self.model.flows.append(Flow(sink, node, expr, origins, detail, index, owner))
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)) and sink is Sink.CTX_ATTRIBUTE:
+            for position, element in enumerate(expr.elements):
+                if not isinstance(element, cst.StarredElement):
+                    inner = _origins(element.value, self.model.reaching)
+                    self.model.flows.append(Flow(sink, node, element.value, inner, detail, position, owner))
+        if isinstance(expr, cst.Dict) and sink is Sink.CTX_ATTRIBUTE:
+            for position, element in enumerate(expr.elements):
+                if isinstance(element, cst.DictElement):
+                    inner = _origins(element.value, self.model.reaching)
+                    self.model.flows.append(Flow(sink, node, element.value, inner, detail, position, owner))
+
+    def _call(self, node: cst.Call, env: _Env) -> None:
+        func = node.func
+        name = dotted_name(func)
+        if id(node) not in self.call_ids:  # a loop body is walked twice: record once
+            self.call_ids.add(id(node))
+            self.model.calls.append((name, node))
+        qualified = self.imports.resolve(name) if name else None
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = func.value
+            is_ctx_api = method in TENSOR_ONLY_CTX_APIS and isinstance(receiver, cst.Name)
+            if qualified is not None and qualified.startswith("torch."):
+                short = qualified.rsplit(".", 1)[-1]
+                if positional and short not in _NOT_TENSOR_FIRST and self._is_tensor_function(qualified):
+                    self._mark(positional[0].value)
+                if is_inplace_name(short) and node.args:
+                    self._inplace(node.args[0].value, node, f"{name}()", env)
+            elif is_ctx_api:
+                for position, arg in enumerate(positional):
+                    self._flow(Sink.CTX_API, node, arg.value, method, position)
+                    if method != "save_for_forward":
+                        self._mark(arg.value)
+            else:
+                if method in EVIDENCE_METHODS or is_inplace_name(method):
+                    self._mark(receiver)
+                if method == "clear" and not positional:
+                    self._inplace(receiver, node, "clear()", env)  # a container emptied in place
+                if is_inplace_name(method):
+                    self_copy = (
+                        method == "copy_"
+                        and bool(positional)
+                        and bool(_origins(receiver, self.model.reaching))
+                        and _origins(positional[0].value, self.model.reaching)
+                        == _origins(receiver, self.model.reaching)
+                    )
+                    self._inplace(receiver, node, f"{method}()", env, self_copy)
+        for position, arg in enumerate(node.args):
+            if arg.keyword is not None and arg.keyword.value == "out":
+                self._inplace(arg.value, node, "out=", env)
+            if arg.keyword is None and not arg.star:
+                self._flow(Sink.ARGUMENT, node, arg.value, name, position)
+
+    def _is_tensor_function(self, qualified: str) -> bool:
+        return Classifier._torch_call(qualified) is Kind.TENSOR  # noqa: SLF001
+
+    def _mark(self, expr: cst.BaseExpression) -> None:
+        if isinstance(expr, cst.Name):
+            self.marks.add(id(expr))
+
+    def _inplace(self, target: cst.BaseExpression, node: cst.CSTNode, how: str, env: _Env,
+                 self_copy: bool = False) -> None:
+        origins = _origins(target, self.model.reaching)
+        self.model.inplace_writes.append(InplaceWrite(node, how, target, origins, self_copy))
+
+
+def _with_narrowed(binding: Binding) -> Iterator[Binding]:
+    """``binding`` and, for a narrowing, the bindings it narrows (the same value)."""
+    stack = [binding]
+    seen: set[int] = set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if current.how is How.NARROWING:
+            stack.extend(current.aliases)
+
+
+def _not_tensor(kind: Kind) -> Kind:
+    """Not an instance of Tensor (nor of a subclass): None stays None, anything else is no tensor."""
+    return Kind.NONE if kind is Kind.NONE else Kind.NON_TENSOR
+
+
+def _unchanged(kind: Kind) -> Kind:
+    return kind
+
+
+def _is_alias_expr(value: cst.BaseExpression) -> bool:
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        method = value.func.attr.value
+        if method not in ALIAS_METHODS and not is_inplace_name(method):
+            return False
+        value = value.func.value
+    return isinstance(value, cst.Name)
+
+
+class _Uses(cst.CSTVisitor):
+    """Records name uses, calls and walrus bindings inside one expression or small statement."""
+
+    def __init__(self, walker: _Walker, env: _Env) -> None:
+        self.walker = walker
+        self.env = env
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.walker._use(node, self.env)  # noqa: SLF001
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if node.attr.value in EVIDENCE_ATTRIBUTES:
+            self.walker._mark(node.value)  # noqa: SLF001
+        if isinstance(node.value, cst.Name) and id(node) not in self.walker.read_ids:
+            self.walker.read_ids.add(id(node))  # a loop body is walked twice: record once
+            self.walker.model.attribute_reads.append((node.value.value, node.attr.value, node))
+        traverse.visit(node.value, self)
+        return False  # the attribute's name is not a use
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        traverse.visit(node.func, self)
+        for arg in node.args:
+            traverse.visit(arg.value, self)
+        self.walker._call(node, self.env)  # noqa: SLF001
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        traverse.visit(node.value, self)
+        return False  # a keyword's name is not a use
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
+        traverse.visit(node.value, self)
+        self.walker._bind_value(self.env, node.target, node.value, node, How.WALRUS)  # noqa: SLF001
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        self.walker._nested(node, self.env)  # noqa: SLF001
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.walker._nested(node, self.env)  # noqa: SLF001
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.walker._nested(node, self.env)  # noqa: SLF001
+        return False
+
+    def _comprehension(self, node: cst.BaseComp | cst.DictComp) -> bool:
+        inner = dict(self.env)
+        visitor = _Uses(self.walker, inner)
+        clause: cst.CompFor | None = node.for_in
+        first = True
+        while clause is not None:
+            traverse.visit(clause.iter, self if first else visitor)
+            first = False
+            self.walker._bind_value(inner, clause.target, None, clause, How.COMPREHENSION)  # noqa: SLF001
+            for condition in clause.ifs:
+                traverse.visit(condition.test, visitor)
+            clause = clause.inner_for_in
+        if isinstance(node, cst.DictComp):
+            traverse.visit(node.key, visitor)
+            traverse.visit(node.value, visitor)
+        else:
+            traverse.visit(node.elt, visitor)
+        return False
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension  # type: ignore[assignment]
+
+
+class _PatternNames(cst.CSTVisitor):
+    """Binds the capture names of a ``case`` pattern."""
+
+    def __init__(self, walker: _Walker, env: _Env, case: cst.MatchCase) -> None:
+        self.walker = walker
+        self.env = env
+        self.case = case
+
+    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+        if node.name is not None:
+            self.walker._bind(self.env, node.name.value, How.MATCH, self.case)  # noqa: SLF001
+
+    def visit_MatchStar(self, node: cst.MatchStar) -> None:
+        if node.name is not None:
+            self.walker._bind(self.env, node.name.value, How.MATCH, self.case)  # noqa: SLF001
+
+
+def _join(*states: _Env | None) -> _Env | None:
+    """The state after paths that end in ``states`` meet (None: no path gets there)."""
+    live = [s for s in states if s is not None]
+    if not live:
+        return None
+    if len(live) == 1:
+        return dict(live[0])
+    joined: _Env = {}
+    for state in live:
+        for name, bindings in state.items():
+            joined[name] = joined.get(name, frozenset()) | bindings
+    return joined
+
+
+def _suite(suite: cst.BaseSuite | None) -> Sequence[cst.BaseStatement]:
+    if suite is None:
+        return ()
+    if isinstance(suite, cst.IndentedBlock):
+        return suite.body
+    return (cst.SimpleStatementLine(body=suite.body),)  # type: ignore[attr-defined]
+
+
+def _del_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [e.value for e in target.elements]
+    return [target]

@@ -1,0 +1,197 @@
+"""gen-tests on real packages from PyPI: per-Function outcomes without and with recordings.
+
+Usage::
+
+    python3 -m venv --system-site-packages /work/venvs/gentests-real
+    echo torch==2.13.0 > constraints.txt
+    /work/venvs/gentests-real/bin/pip install -c constraints.txt \\
+        entmax==1.3 pytorch-revgrad==0.2.0 torchdiffeq==0.2.5 torchsde==0.2.6 qpth==0.0.18 \\
+        e3nn==0.6.0 linear-operator==0.6.1 sparsemax==0.1.9
+    python bench/gentests_real_packages.py --venv /work/venvs/gentests-real --work /tmp/gentests-real
+
+For each package: ``autograd-lint gen-tests`` on the installed package
+(``--isolated``, plus the package's entry in :data:`CONFIG`), the generated suite
+run with the venv's python; then the package's own tests (from its repository,
+at the pinned commit, taken from the ``fetch`` mirror under ``/work/.mirror``,
+or shipped in the package) run with ``--autograd-record``, and gen-tests and the
+suite again with that recording.  A Function *ran* when one of its generated
+tests was not skipped; it *passed* when every test that ran passed.  Prints one
+Markdown table row per package and one line per failing test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+WORKTREE = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Package:
+    """An installed package, and the tests that record its inputs."""
+
+    name: str  # import name, a directory of site-packages
+    repository: str | None  # owner+name of the /work/.mirror directory
+    commit: str | None
+    tests: tuple[str, ...]  # test paths: in the repository, or (no repository) in site-packages
+
+
+PACKAGES = (
+    Package("entmax", None, None, ("entmax/test_losses.py", "entmax/test_root_finding.py", "entmax/test_topk.py",
+                                   "entmax/test_mask.py")),
+    Package("pytorch_revgrad", "janfreyberg+pytorch-revgrad", "330efbe28c70172d152205c8211b37e8a7491392",
+            ("tests",)),
+    Package("torchdiffeq", "rtqichen+torchdiffeq", "657943acefa826ef04c025ebeb1ff5e9d60dc268",
+            ("tests/gradient_tests.py",)),
+    Package("torchsde", "google-research+torchsde", "eb3a00e31cbd56176270066ed2f62c394cf6acb7",
+            ("tests/test_adjoint.py",)),
+    Package("qpth", "locuslab+qpth", "528e9f629c7d0cfeef766bbcf4902e2fe264c61c", ("test.py",)),
+    Package("e3nn", "e3nn+e3nn", "2aa7f58440a06b15352a2cbce01fa4c26f824969", ("tests/math/soft_unit_step_test.py",)),
+    Package("linear_operator", "cornellius-gp+linear_operator", "386cff780e1fc17317d3c1ce19604b5637736ca5",
+            ("test/functions",)),
+    Package("sparsemax", None, None, ()),  # no tests in the package, none in its repository
+)
+
+# [tool.autograd-lint] per package: what a user of the package would declare.
+CONFIG = {
+    "pytorch_revgrad": '[tool.autograd-lint]\nsurrogate-gradients = '
+                       '{"pytorch_revgrad.functional.RevGrad" = "lambda input_, alpha_: -alpha_ * input_"}\n',
+}
+TEST_TIMEOUT = 900
+
+
+def site_packages(venv: Path) -> Path:
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", "import site; print(site.getsitepackages()[0])"],
+                         capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(WORKTREE)}
+
+
+def gen_tests(source: Path, package: Package, out: Path, inputs: Path, config: Path | None) -> str:
+    command = [sys.executable, "-m", "autograd_lint", "gen-tests", package.name, "--out", str(out),
+               "--inputs", str(inputs)]
+    command += ["--config", str(config)] if config else ["--isolated"]
+    result = subprocess.run(command, cwd=source, capture_output=True, text=True, env=environment())
+    return (result.stdout + result.stderr).strip().splitlines()[-1]
+
+
+def run_suite(python: Path, suite: Path, report: Path) -> tuple[dict[str, Counter[str]], list[str], float]:
+    """Per-Function outcome counts, the failing node ids with their first message line, wall time."""
+    start = time.perf_counter()
+    subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite),
+                    f"--junitxml={report}"], capture_output=True, text=True, env=environment(), timeout=TEST_TIMEOUT)
+    elapsed = time.perf_counter() - start
+    outcomes: dict[str, Counter[str]] = {}
+    failures: list[str] = []
+    for case in ElementTree.parse(report).iter("testcase"):
+        function = case.get("classname", "").rsplit(".", 1)[-1].removeprefix("Test")
+        kinds = [child for child in case if child.tag in ("failure", "error", "skipped")]
+        outcome = kinds[0].tag if kinds else "passed"
+        outcomes.setdefault(function, Counter())[outcome] += 1
+        if outcome in ("failure", "error"):
+            message = (kinds[0].get("message") or "").strip().splitlines()
+            failures.append(f"{function}::{case.get('name')}: {message[0][:160] if message else ''}")
+    return outcomes, failures, elapsed
+
+
+def classify(outcomes: dict[str, Counter[str]]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for counter in outcomes.values():
+        ran = counter["passed"] + counter["failure"] + counter["error"]
+        counts["functions"] += 1
+        if not ran:
+            counts["skipped"] += 1
+        elif counter["failure"] or counter["error"]:
+            counts["ran"] += 1
+            counts["failed"] += 1
+        else:
+            counts["ran"] += 1
+            counts["passed"] += 1
+    return counts
+
+
+def record(python: Path, package: Package, sources: Path, work: Path, recording: Path) -> str:
+    """Run the package's own tests with the recorder; the pytest summary line."""
+    if not package.tests:
+        return "no tests"
+    if package.repository is None:
+        cwd = sources
+    else:
+        cwd = work / f"{package.name}-repo"
+        if not cwd.exists():
+            cwd.mkdir(parents=True)
+            archive = subprocess.run(["git", f"--git-dir=/work/.mirror/{package.repository}/repo", "archive",
+                                      package.commit or "HEAD"], capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", str(cwd)], input=archive.stdout, check=True)
+            # The tests must exercise the installed package, not the repository's copy of it.
+            for shadow in (cwd / package.name, cwd / "src" / package.name):
+                if shadow.is_dir():
+                    shadow.rename(shadow.with_name(shadow.name + "_repository_copy"))
+    try:
+        # The plugin is found through its entry point: PYTHONPATH holds the worktree and its egg-info.
+        result = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                 f"--autograd-record-file={recording}",
+                                 *package.tests], cwd=cwd, capture_output=True, text=True, env=environment(),
+                                timeout=TEST_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {TEST_TIMEOUT} s"
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    recorded = next((line for line in lines if line.startswith("autograd-lint:")), "nothing recorded")
+    return f"{lines[-1].strip('= ') if lines else result.stderr[-200:]}; {recorded}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--venv", type=Path, required=True)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--only", nargs="*", default=None, help="package import names")
+    args = parser.parse_args()
+    python = args.venv / "bin" / "python"
+    sources = site_packages(args.venv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    print("| package | Functions | without recording: ran / passed / failed / skipped | with recording: "
+          "ran / passed / failed / skipped | suite time without / with |")
+    print("| --- | --- | --- | --- | --- |")
+    details: list[str] = []
+    for package in PACKAGES:
+        if args.only and package.name not in args.only:
+            continue
+        config = None
+        if package.name in CONFIG:
+            config = args.work / f"{package.name}.toml"
+            config.write_text(CONFIG[package.name])
+        cells = []
+        times = []
+        for mode in ("without", "with"):
+            recording = args.work / f"{package.name}-inputs.json"
+            if mode == "without":
+                recording.unlink(missing_ok=True)
+            else:
+                details.append(f"{package.name} own tests: {record(python, package, sources, args.work, recording)}")
+            suite = args.work / f"{package.name}-{mode}"
+            summary = gen_tests(sources, package, suite, recording, config)
+            details.append(f"{package.name} {mode} recording: {summary}")
+            outcomes, failures, elapsed = run_suite(python, suite, args.work / f"{package.name}-{mode}.xml")
+            counts = classify(outcomes)
+            cells.append(f"{counts['ran']} / {counts['passed']} / {counts['failed']} / {counts['skipped']}")
+            times.append(f"{elapsed:.1f} s")
+            details.extend(f"  {mode}: FAILED {failure}" for failure in failures)
+        print(f"| {package.name} | {counts['functions']} | {cells[0]} | {cells[1]} | {' / '.join(times)} |")
+    print()
+    print("\n".join(details))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""``check --write-baseline`` / ``--baseline`` on a tree of files, run as users run it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+FILES = 60
+FUNCTIONS = textwrap.dedent(
+    """
+    import torch
+
+
+    class Mul{n}(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a * b
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, b = ctx.saved_tensors
+            return grad * b
+
+
+    class Scale{n}(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return [grad * 2]
+    """
+).lstrip()
+
+
+def check(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autograd_lint", "check", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=300,
+    )
+
+
+def make_tree(root: Path, files: int = FILES) -> list[Path]:
+    paths = []
+    for n in range(files):
+        package = root / "src" / f"pkg{n % 6}"
+        package.mkdir(parents=True, exist_ok=True)
+        path = package / f"ops{n}.py"
+        path.write_text(FUNCTIONS.format(n=n))
+        paths.append(path)
+    return paths
+
+
+def test_baseline_survives_shifted_lines_and_reports_new_bugs(tmp_path: Path) -> None:
+    paths = make_tree(tmp_path)
+    before = check("src", cwd=tmp_path)
+    assert before.returncode == 1 and f"Found {2 * FILES} problems in {FILES} files" in before.stdout
+
+    written = check("src", "--write-baseline", "autograd-lint-baseline.json", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == "" and f"Wrote {2 * FILES} findings" in written.stderr
+    document = json.loads((tmp_path / "autograd-lint-baseline.json").read_text())
+    assert document["format"] == "autograd-lint-baseline" and document["version"] == 1
+    assert {"path": "src/pkg0/ops0.py", "code": "AGL001", "scope": "Mul0.backward", "snippet": "return grad * b",
+            "count": 1} in document["entries"]
+
+    # An unrelated edit that moves every line of every file, and reindents nothing.
+    for path in paths:
+        path.write_text('"""Kernels."""\n\nfrom __future__ import annotations\n\n' + path.read_text())
+    quiet = check("src", "--baseline", "autograd-lint-baseline.json", cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert "All checks passed" in quiet.stdout and quiet.stderr == ""
+
+    # A new bug, and a second copy of a baselined one in the same scope, are reported.
+    paths[7].write_text(
+        paths[7].read_text().replace("return x * 2\n", "x.mul_(2)\n        return x\n")
+    )
+    paths[9].write_text(paths[9].read_text().replace("return [grad * 2]", "if grad is None:\n            return [grad * 2]\n        return [grad * 2]"))
+    loud = check("src", "--baseline", "autograd-lint-baseline.json", cwd=tmp_path)
+    assert loud.returncode == 1
+    reported = [line.split(": ")[0].rsplit(":", 2)[0] + " " + line.split()[1] for line in loud.stdout.splitlines()[:-1]]
+    # The new in-place write also makes forward return its input unchanged: AGL008 and AGL028.
+    assert reported == [
+        f"{Path('src/pkg1/ops7.py')} AGL008",
+        f"{Path('src/pkg1/ops7.py')} AGL028",
+        f"{Path('src/pkg3/ops9.py')} AGL016",
+    ], loud.stdout
+
+
+def test_stale_entries_are_named_and_do_not_fail(tmp_path: Path) -> None:
+    paths = make_tree(tmp_path, files=3)
+    assert check("src", "--write-baseline", "baseline.json", cwd=tmp_path).returncode == 0
+    paths[0].write_text(paths[0].read_text().replace("return grad * b\n", "return grad * b, grad * a\n"))
+    paths[1].unlink()
+    result = check("src", "--baseline", "baseline.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    stale = [line for line in result.stderr.splitlines() if "stale entry" in line]
+    assert stale == [
+        "warning: baseline.json: stale entry (no such finding any more): src/pkg0/ops0.py: AGL001 in Mul0.backward: "
+        "return grad * b",
+        "warning: baseline.json: stale entry (no such finding any more): src/pkg1/ops1.py: AGL001 in Mul1.backward: "
+        "return grad * b",
+        "warning: baseline.json: stale entry (no such finding any more): src/pkg1/ops1.py: AGL016 in Scale1.backward: "
+        "return [grad * 2]",
+    ]
+    # Checking one file leaves the entries of other files that exist alone.
+    one = check("src/pkg2/ops2.py", "--baseline", "baseline.json", cwd=tmp_path)
+    assert one.returncode == 0 and "ops0.py" not in one.stderr and "ops1.py" in one.stderr
+
+
+def test_baseline_is_found_relative_to_its_own_directory(tmp_path: Path) -> None:
+    make_tree(tmp_path, files=8)
+    assert check("src", "--write-baseline", "baseline.json", cwd=tmp_path).returncode == 0
+    inside = check(".", "--baseline", "../../baseline.json", cwd=tmp_path / "src" / "pkg0")
+    assert inside.returncode == 0, inside.stdout + inside.stderr
+
+
+def test_bad_baseline_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    make_tree(tmp_path, files=2)
+    cases = {
+        "missing.json": None,
+        "garbage.json": "{not json",
+        "other.json": '{"entries": []}',
+        "future.json": '{"format": "autograd-lint-baseline", "version": 99, "entries": []}',
+        "entry.json": '{"format": "autograd-lint-baseline", "version": 1, "entries": [{"path": 1}]}',
+    }
+    problems = {
+        "missing.json": "cannot be read",
+        "garbage.json": "not a baseline file (invalid JSON",
+        "other.json": "not a baseline file",
+        "future.json": "baseline version 99 is not supported",
+        "entry.json": "entry 0",
+    }
+    for name, text in cases.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        result = check("src", "--baseline", name, cwd=tmp_path)
+        assert result.returncode == 2, (name, result.stderr)
+        assert result.stdout == ""
+        assert result.stderr.splitlines() == [result.stderr.strip()], result.stderr
+        assert result.stderr.startswith(f"error: {name}: {problems[name]}"), result.stderr
+
+
+def test_baseline_on_stdin_uses_the_stdin_filename(tmp_path: Path) -> None:
+    paths = make_tree(tmp_path, files=4)
+    assert check("src", "--write-baseline", "baseline.json", cwd=tmp_path).returncode == 0
+    buffer = "# edited\n" + paths[3].read_text()
+    same = check("-", "--stdin-filename", "src/pkg3/ops3.py", "--baseline", "baseline.json", cwd=tmp_path, stdin=buffer)
+    assert same.returncode == 0, same.stdout + same.stderr
+    other = check("-", "--stdin-filename", "src/pkg3/new.py", "--baseline", "baseline.json", cwd=tmp_path, stdin=buffer)
+    assert other.returncode == 1 and other.stdout.count("src/pkg3/new.py:") == 2

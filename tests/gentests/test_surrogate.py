@@ -1,0 +1,115 @@
+"""Surrogate-gradient Functions, searched-input kinds, and [tool.autograd-lint] in gen-tests.
+
+The gradient-reversal layer below is the pattern of ``pytorch-revgrad``: forward
+is the identity, backward returns ``-alpha * grad``.  gradcheck must fail on it;
+declared a surrogate, it gets checks that pass, and a failing one when its
+declared reference has a sign error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gentests_support import gen_tests, outcomes_by_class
+
+pytest.importorskip("torch")
+
+REVERSAL = '''\
+import torch
+from torch.autograd import Function
+
+
+{declaration}
+class GradientReversal(Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.save_for_backward(x, alpha)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        _, alpha = ctx.saved_tensors
+        return -grad_output * alpha, None
+'''
+
+
+def _run(pytester: pytest.Pytester, declaration: str, pyproject: str = "") -> tuple[dict, pytest.RunResult]:
+    pytester.makepyfile(revgrad=REVERSAL.format(declaration=declaration))
+    if pyproject:
+        pytester.makefile(".toml", pyproject=pyproject)
+    generated = gen_tests(pytester.path, "revgrad.py", "--out", "gen")
+    assert generated.returncode == 0, generated.stderr
+    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "-v", "--junitxml=report.xml")
+    return {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}, result
+
+
+def test_undeclared_gradient_reversal_fails_gradcheck_with_an_explained_message(pytester: pytest.Pytester) -> None:
+    outcomes, result = _run(pytester, "")
+    assert outcomes == {"TestGradientReversal": {"failed": 1, "passed": 1}}
+    text = result.stdout.str()
+    # The searched alpha is a tensor (it is saved for backward), not a number, and gets no gradient.
+    assert "TypeError: save_for_backward" not in text
+    assert "GradientReversal: backward differs from the finite-difference Jacobian of forward (gradcheck)" in text
+    assert "#0: tensor (3, 4) float64, requires_grad; #1: tensor (3, 4) float64; seed 0; reproduce with: pytest" in text
+    assert "times looser it still fails: the formula is wrong, not the precision" in text
+
+
+def test_declared_by_comment_with_its_reference_passes(pytester: pytest.Pytester) -> None:
+    outcomes, result = _run(
+        pytester, "# autograd-lint: surrogate-gradient reference=lambda x, alpha: -alpha * x")
+    assert outcomes == {"TestGradientReversal": {"passed": 2}}, result.stdout.str()
+    result.stdout.fnmatch_lines(["*::test_surrogate_gradients[[]search-?-?[]] PASSED*",
+                                 "*::test_surrogate_reference[[]search-?-?[]] PASSED*"])
+    generated = (pytester.path / "gen" / "test_gradcheck_revgrad.py").read_text()
+    assert "check_surrogate_reference(subject.GradientReversal, case, reference=lambda x, alpha: -alpha * x)" \
+        in generated
+    assert "gradcheck(" not in generated
+
+
+def test_a_sign_error_in_the_declared_reference_fails(pytester: pytest.Pytester) -> None:
+    outcomes, result = _run(pytester, "# autograd-lint: surrogate-gradient reference=lambda x, alpha: alpha * x")
+    assert outcomes == {"TestGradientReversal": {"passed": 1, "failed": 1}}
+    result.stdout.fnmatch_lines([
+        "*GradientReversal: the surrogate gradient of input #0 differs from the gradient of its declared "
+        "reference <lambda> (same inputs, same seeded output gradient)",
+    ])
+
+
+def test_declared_in_the_configuration(pytester: pytest.Pytester) -> None:
+    outcomes, _ = _run(pytester, "", pyproject='[tool.autograd-lint]\n'
+                       'surrogate-gradients = {"revgrad.GradientReversal" = "lambda x, alpha: -alpha * x"}\n')
+    assert outcomes == {"TestGradientReversal": {"passed": 2}}
+
+
+def test_a_reference_that_is_not_an_expression_is_one_line_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(revgrad=REVERSAL.format(declaration="# autograd-lint: surrogate-gradient reference=lambda x:"))
+    generated = gen_tests(pytester.path, "revgrad.py", "--out", "gen")
+    assert generated.returncode == 2
+    assert generated.stderr.splitlines() == [
+        "revgrad.py:5: surrogate-gradient reference is not a Python expression: invalid syntax"]
+    assert (pytester.path / "gen" / "test_gradcheck_revgrad.py").exists()
+
+
+def test_gen_tests_honours_configured_function_bases(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(base="import torch\n\n\nclass MyFunction(torch.autograd.Function):\n    pass\n")
+    pytester.makepyfile(ops='''\
+from base import MyFunction
+
+
+class Double(MyFunction):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+''')
+    pytester.makefile(".toml", pyproject='[tool.autograd-lint]\nextra-function-bases = ["base.MyFunction"]\n')
+    generated = gen_tests(pytester.path, "ops.py", "--out", "gen")
+    assert generated.returncode == 0, generated.stderr
+    assert "class TestDouble:" in (pytester.path / "gen" / "test_gradcheck_ops.py").read_text()
+    isolated = gen_tests(pytester.path, "ops.py", "--out", "gen2", "--isolated")
+    assert not Path(pytester.path / "gen2" / "test_gradcheck_ops.py").exists(), isolated.stdout
