@@ -70,8 +70,26 @@ def index_page(rules: Sequence[type[Rule]]) -> str:
         "# Rules\n\n"
         "Every rule autograd-lint has. Fix: whether `--fix` can repair a finding (`safe`, `unsafe` or `none`); "
         "Default: whether the rule runs without being selected by its own code.\n\n"
-        "| Code | Title | Severity | Fix | Default |\n| --- | --- | --- | --- | --- |\n" + rows
+        + SEVERITY_POLICY
+        + "| Code | Title | Severity | Fix | Default |\n| --- | --- | --- | --- | --- |\n" + rows
     )
+
+
+# How a rule's severity is chosen; each rule page states the consequence, checked on torch 2.13.
+SEVERITY_POLICY = (
+    "## Severity policy\n\n"
+    "A severity says what follows at runtime (checked on torch 2.13), not how sure the rule is: "
+    "every rule reports only what it can tell for certain, and stays silent otherwise.\n\n"
+    "- **error**: raises on a reachable path (when forward, backward, jvp or vmap runs, or when the "
+    "class is defined).\n"
+    "- **warning**: nothing raises, but a result is silently wrong or missing (a gradient, an "
+    "untracked output), memory leaks, or a hazard waits for later use (an in-place change of an "
+    "output, a checkpointed backward).\n"
+    "- **info**: style, deprecation, compatibility (`torch.compile`, a future PyTorch) and performance.\n\n"
+    "A rule whose parts differ says so per finding (AGL002: an instance call is an error, a "
+    "`@classmethod` is info; AGL013: an index out of range is an error, a gradient gated on the wrong "
+    "flag a warning; AGL023: deprecated `torch.cuda.amp` decorators are info).\n\n"
+)
 
 
 def render_all() -> dict[str, str]:

@@ -119,7 +119,7 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
     Functions are recognised from the file alone and ``extra-function-bases``.
     """
     syntax_check(source)
-    analysis = analyze(source, {}, settings)
+    analysis = analyze(source, {}, settings, module_needs(settings))
     return SourceCheck(analysis.functions, check_analysis(analysis, settings))
 
 

@@ -212,7 +212,7 @@ def fix_diagnostic(source: SourceFile, settings: Settings, diagnostic: Diagnosti
     rule = rule_by_code(diagnostic.code)
     if rule is None or rule.fixer is None or verify(source.text, source.path) is not None:
         return None
-    analysis = analyze(source, {}, settings)
+    analysis = analyze(source, {}, settings, module_needs(settings))
     text = _apply(rule(), analysis, [diagnostic])
     if text == source.text or verify(text, source.path) is not None:
         return None

@@ -192,7 +192,10 @@ def _ours(checked: Checked, reported: types.Diagnostic) -> Diagnostic | None:
     if reported.source != SOURCE or not isinstance(reported.code, str):
         return None
     line = reported.range.start.line + 1
-    return next((d for d in checked.diagnostics if d.code == reported.code and d.line == line), None)
+    on_line = [d for d in checked.diagnostics if d.code == reported.code and d.line == line]
+    # Columns agree on ASCII lines; elsewhere the client counts UTF-16 units, so fall back to the line.
+    same_column = [d for d in on_line if d.column == reported.range.start.character]
+    return (same_column or on_line or [None])[0]
 
 
 def code_actions(checked: Checked, uri: str, reported: Sequence[types.Diagnostic]) -> list[types.CodeAction]:

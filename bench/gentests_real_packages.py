@@ -65,6 +65,14 @@ CONFIG = {
     "pytorch_revgrad": '[tool.autograd-lint]\nsurrogate-gradients = '
                        '{"pytorch_revgrad.functional.RevGrad" = "lambda input_, alpha_: -alpha_ * input_"}\n',
 }
+# With --declared: what the package's authors would declare besides (torchdiffeq
+# reroutes gradients on purpose: _StitchGradient sends out's gradient to x1,
+# _UncheckedAssign writes past the version counter and passes every gradient through).
+DECLARED = {
+    "torchdiffeq": '[tool.autograd-lint]\nsurrogate-gradients = {'
+                   '"torchdiffeq._impl.misc._StitchGradient" = "lambda x1, out: x1", '
+                   '"torchdiffeq._impl.rk_common._UncheckedAssign" = ""}\n',
+}
 TEST_TIMEOUT = 900
 
 
@@ -131,13 +139,11 @@ def record(python: Path, package: Package, sources: Path, work: Path, recording:
         cwd = work / f"{package.name}-repo"
         if not cwd.exists():
             cwd.mkdir(parents=True)
+            # Only the test paths: a mirror may lack large files (images) elsewhere in the tree.
+            top_levels = sorted({path.split("/")[0] for path in package.tests})
             archive = subprocess.run(["git", f"--git-dir=/work/.mirror/{package.repository}/repo", "archive",
-                                      package.commit or "HEAD"], capture_output=True, check=True)
+                                      package.commit or "HEAD", "--", *top_levels], capture_output=True, check=True)
             subprocess.run(["tar", "-x", "-C", str(cwd)], input=archive.stdout, check=True)
-            # The tests must exercise the installed package, not the repository's copy of it.
-            for shadow in (cwd / package.name, cwd / "src" / package.name):
-                if shadow.is_dir():
-                    shadow.rename(shadow.with_name(shadow.name + "_repository_copy"))
     try:
         # The plugin is found through its entry point: PYTHONPATH holds the worktree and its egg-info.
         result = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -156,6 +162,10 @@ def main() -> int:
     parser.add_argument("--venv", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--only", nargs="*", default=None, help="package import names")
+    parser.add_argument("--declared", action="store_true",
+                        help="add the surrogate-gradient declarations of DECLARED to the configuration")
+    parser.add_argument("--modes", nargs="+", choices=("without", "with"), default=["without", "with"],
+                        help="run without and/or with a recording (default both)")
     args = parser.parse_args()
     python = args.venv / "bin" / "python"
     sources = site_packages(args.venv)
@@ -168,12 +178,13 @@ def main() -> int:
         if args.only and package.name not in args.only:
             continue
         config = None
-        if package.name in CONFIG:
+        declared = DECLARED.get(package.name) if args.declared else None
+        if package.name in CONFIG or declared:
             config = args.work / f"{package.name}.toml"
-            config.write_text(CONFIG[package.name])
+            config.write_text(declared or CONFIG[package.name])
         cells = []
         times = []
-        for mode in ("without", "with"):
+        for mode in args.modes:
             recording = args.work / f"{package.name}-inputs.json"
             if mode == "without":
                 recording.unlink(missing_ok=True)
@@ -187,7 +198,7 @@ def main() -> int:
             cells.append(f"{counts['ran']} / {counts['passed']} / {counts['failed']} / {counts['skipped']}")
             times.append(f"{elapsed:.1f} s")
             details.extend(f"  {mode}: FAILED {failure}" for failure in failures)
-        print(f"| {package.name} | {counts['functions']} | {cells[0]} | {cells[1]} | {' / '.join(times)} |")
+        print(f"| {package.name} | {counts['functions']} | {' | '.join(cells)} | {' / '.join(times)} |")
     print()
     print("\n".join(details))
     return 0

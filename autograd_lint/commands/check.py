@@ -140,7 +140,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 @dataclass
 class Findings:
-    """What the check found, before a baseline: findings, unreadable files, and where they were looked for."""
+    """What the check found, before a baseline: findings, unreadable files, and the stdin buffer if one was read."""
 
     diagnostics: list[Diagnostic]
     errors: list[SourceError]
@@ -154,6 +154,7 @@ class Findings:
         return _file_lines(path)
 
 
+# Cached: a baseline asks for a file's lines once per finding in it.
 @functools.lru_cache(maxsize=None)
 def _file_lines(path: str) -> tuple[str, ...]:
     try:

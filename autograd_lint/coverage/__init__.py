@@ -18,16 +18,48 @@ loaded in every pytest run of every project that installs autograd-lint.
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+# Code torch writes and runs itself: inductor's generated wrappers, under
+# $TORCHINDUCTOR_CACHE_DIR or <tmp>/torchinductor_<user>.
+GENERATED_CODE = "*/torchinductor_*/*"
+
+
+def omitted_patterns() -> list[str]:
+    """coverage ``omit`` patterns for code that is not the user's: torch's generated code, this plugin."""
+    patterns = [GENERATED_CODE]
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache:
+        patterns.append(os.path.join(os.path.abspath(cache), "*"))
+    patterns.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "*"))
+    return patterns
+
+
+class _Omitter:
+    """coverage.py configurer: adds :func:`omitted_patterns` to ``[run] omit``.
+
+    Only when the configuration names no ``source`` or ``include``: those
+    already say exactly what to measure (autograd-lint's own suite measures
+    this package on purpose).
+    """
+
+    def configure(self, config: Any) -> None:
+        if config.get_option("run:source") or config.get_option("run:include"):
+            return
+        omit = list(config.get_option("run:omit") or [])
+        config.set_option("run:omit", omit + [p for p in omitted_patterns() if p not in omit])
 
 
 def coverage_init(reg: Any, options: dict[str, str]) -> None:
     """The coverage.py plugin entry point (``[run] plugins = autograd_lint.coverage``).
 
     coverage.py imports plugins before it starts measuring, so the thread
-    bridge is in place before any test or script code runs.  It registers no
-    file tracer, configurer or context switcher: it only installs the bridge.
+    bridge is in place before any test or script code runs.  It also omits
+    torch's generated code and this plugin's own modules from measurement
+    (:class:`_Omitter`).  It registers no file tracer or context switcher.
     """
     from autograd_lint.coverage import bridge
 
+    reg.add_configurer(_Omitter())
     bridge.install_when_torch_imported()

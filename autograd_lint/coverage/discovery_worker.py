@@ -8,7 +8,7 @@ runs it here instead, in a child process started when the session starts, so
 it overlaps the tests; it falls back to :func:`discover` in-process if the
 child fails.
 
-Prints one JSON list of ``[path, qualname, line, has_backward]``.
+Prints one JSON list of ``[path, qualname, line, has_backward, backward_owner]``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ class Discovered:
     qualname: str
     line: int | None
     has_backward: bool
+    # (path, qualname) of the Function whose backward (or vjp) this one uses; None if it has none.
+    backward_owner: tuple[str, str] | None
 
 
 def discover(roots: Sequence[str]) -> list[Discovered]:
@@ -37,10 +39,12 @@ def discover(roots: Sequence[str]) -> list[Discovered]:
         from autograd_lint.model.discovery import discover_functions
     except ImportError:
         return []
-    return [
-        Discovered(os.path.abspath(spec.path), spec.qualname, spec.position.line, spec.backward_method is not None)
-        for spec in discover_functions(roots)
-    ]
+    found = []
+    for spec in discover_functions(roots):
+        backward = spec.backward_method
+        owner = None if backward is None else (os.path.abspath(backward.path), backward.defined_in)
+        found.append(Discovered(os.path.abspath(spec.path), spec.qualname, spec.position.line, backward is not None, owner))
+    return found
 
 
 # Variables that would make the child measure itself (coverage's subprocess
@@ -78,7 +82,10 @@ class Background:
             else:
                 if process.returncode == 0:
                     try:
-                        return [Discovered(p, q, line, bool(b)) for p, q, line, b in json.loads(out)]
+                        return [
+                            Discovered(p, q, line, bool(b), None if o is None else (o[0], o[1]))
+                            for p, q, line, b, o in json.loads(out)
+                        ]
                     except (ValueError, TypeError):
                         pass
         return discover(self.roots)
@@ -92,7 +99,7 @@ class Background:
 
 def main(argv: Sequence[str]) -> int:
     found = discover(argv)
-    json.dump([[d.path, d.qualname, d.line, d.has_backward] for d in found], sys.stdout)
+    json.dump([[d.path, d.qualname, d.line, d.has_backward, d.backward_owner] for d in found], sys.stdout)
     return 0
 
 

@@ -20,7 +20,7 @@ processed).
 from __future__ import annotations
 
 import argparse
-import os
+import re
 import sys
 from collections import defaultdict
 from typing import Iterable
@@ -29,10 +29,14 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from autograd_lint.config import ConfigError, add_config_arguments, project_settings
+from autograd_lint.coverage import report
 from autograd_lint.files import write_atomically
 from autograd_lint.model.spec import FunctionSpec
 
 MARKER = "# pragma: no cover (autograd-backward)"
+# coverage.py's default exclusion pattern: a line that matches it already
+# excludes its method, and gets no second pragma.
+COVERAGE_PRAGMA = re.compile(r"#\s*(pragma|PRAGMA)[:\s]?\s*(no|NO)\s*(cover|COVER)")
 # The methods that get the marker, and the report phase that exercises each.
 METHOD_PHASES = {"backward": "backward", "vjp": "backward", "jvp": "jvp"}
 
@@ -57,7 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograd_lint.coverage import report
     from autograd_lint.model.discovery import run as discover
 
     try:
@@ -69,20 +72,36 @@ def run(args: argparse.Namespace) -> int:
     failed = bool(found.errors)
     for error in found.errors:
         print(error, file=sys.stderr)
-    ran: dict[report.FunctionKey, dict[str, int]] | None = None
+    entries: list[report.CodeRuns] | None = None
     if args.only_unexercised:
         try:
-            ran = report.read_phase_totals(args.only_unexercised)
-        except (OSError, ValueError, KeyError) as error:
+            entries = report.read_code_runs(args.only_unexercised)
+        except (OSError, ValueError, KeyError, TypeError) as error:
             print(f"{args.only_unexercised}: cannot read the report: {error}", file=sys.stderr)
             return 2
     targets: dict[str, set[int]] = defaultdict(set)
     names: set[str] = set()
+    matched: set[report.CodeRuns] = set()
     for function in found.functions:
+        entry = None if entries is None else _entry_for(function, entries)
+        if entry is not None:
+            matched.add(entry)
         for name, method in function.methods.items():
-            if name in METHOD_PHASES and _selected(function, name, ran):
+            if name in METHOD_PHASES and (entries is None or (entry is not None and _never_ran(entry, name))):
                 targets[function.path].add(method.position.line)
                 names.add(name)
+    if entries is not None:
+        print(
+            f"{args.only_unexercised}: {len(matched)} of {len(entries)} entries match a Function here; "
+            f"{sum(len(lines) for lines in targets.values())} methods never ran"
+        )
+        if entries and not matched:
+            print(
+                f"{args.only_unexercised}: no entry matches a Function under {' '.join(args.paths)}; "
+                "was the report made for another tree?",
+                file=sys.stderr,
+            )
+            return 2
     if args.print_config:
         print(exclude_also_config(sorted(names)))
         return 2 if failed else 0
@@ -105,13 +124,20 @@ def _no_job(analysis: object, settings: object) -> None:
     return None
 
 
-def _selected(function: FunctionSpec, name: str, ran: dict[tuple[str, str], dict[str, int]] | None) -> bool:
-    """Whether ``name`` of ``function`` gets a marker: always, or when the report shows it never ran."""
-    if ran is None:
-        return True
-    totals = ran.get((os.path.realpath(function.path), function.qualname))
-    # A Function the report does not list is unknown, not unexercised.
-    return totals is not None and totals.get(METHOD_PHASES[name], 0) == 0
+def _entry_for(function: FunctionSpec, entries: list[report.CodeRuns]) -> report.CodeRuns | None:
+    for entry in entries:
+        if entry.matches(function.path, function.qualname):
+            return entry
+    return None
+
+
+def _never_ran(entry: report.CodeRuns, method: str) -> bool:
+    """Whether the report shows that ``method``'s code, as this Function defines it, never ran.
+
+    The report counts the code a class defines, whichever class was applied,
+    so a base's backward that ran through its subclasses counts as run.
+    """
+    return entry.phases.get(METHOD_PHASES[method], 0) == 0
 
 
 def exclude_also_config(method_names: Iterable[str]) -> str:
@@ -146,7 +172,9 @@ class _Marker(cst.CSTTransformer):
         comment = trailing.comment.value if trailing.comment else ""
         if self.remove:
             new = _without_marker(comment)
-        elif self.get_metadata(PositionProvider, original.name).start.line in self.lines and MARKER not in comment:
+        elif self.get_metadata(PositionProvider, original.name).start.line in self.lines and not COVERAGE_PRAGMA.search(
+            comment
+        ):
             new = f"{comment}  {MARKER}" if comment else MARKER
         else:
             return updated

@@ -127,12 +127,24 @@ class AutogradCov:
         self.is_worker = hasattr(config, "workerinput")
         self.rows: list[Row] = []
         self.evidence_note = ""
+        self.omit_note = ""
+        # Why the run fails (a fail option), printed as the run's last line.
+        self.failure = ""
         self.discovery: Background | None = None
-        if importlib.util.find_spec("torch") is None:
+        self.installed = False
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        """Install the bridge, the counters and the recorder, before any test module is imported.
+
+        Not earlier: importing torch takes a second or more, and pytest's
+        printed duration starts at the session start, so torch's import
+        belongs after it, as it would be without the plugin.
+        """
+        if self.installed or importlib.util.find_spec("torch") is None:
             return
-        # The user asked for autograd coverage, so the suite uses torch:
-        # importing it now costs nothing the first test would not pay.
-        from autograd_lint.coverage import bridge
+        self.installed = True
+        from autograd_lint.coverage import bridge, report
 
         bridge.install()
         report.install(self.tally)
@@ -156,9 +168,9 @@ class AutogradCov:
 
         forced = os.environ.get(compile_recorder.ENV_SWITCH) == "force"
         if not forced and not compile_recorder.version_supported(torch.__version__):
-            self.config.issue_config_time_warning(self._off_warning(
-                f"torch {torch.__version__} is not a version it was verified on"
-            ), stacklevel=2)
+            warnings.warn(
+                self._off_warning(f"torch {torch.__version__} is not a version it was verified on"), stacklevel=1
+            )
             return None
         recorder = compile_recorder.Recorder()
         recorder.listeners.append(self.tally.on_compiled)
@@ -200,6 +212,11 @@ class AutogradCov:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.discovery is not None:
             self.discovery.cancel()
+        if self.failure:
+            # After pytest's "N passed" line, which would otherwise end a failing run.
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(self.failure, red=True, bold=True)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -218,6 +235,8 @@ class AutogradCov:
         result = yield
         if self.recorder is not None and self.recorder.store:
             self._add_compile_evidence()
+        if not self.is_worker:
+            self.omit_note = _not_yours_note()
         if self.is_worker:
             self.config.workeroutput[WORKER_KEY] = self.tally.to_json()  # type: ignore[attr-defined]
         else:
@@ -238,9 +257,9 @@ class AutogradCov:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist controller: add a finished worker's counts."""
-        rows = getattr(node, "workeroutput", {}).get(WORKER_KEY)
-        if rows:
-            self.tally.merge(self.tally.from_json(rows))
+        runs = getattr(node, "workeroutput", {}).get(WORKER_KEY)
+        if runs:
+            self.tally.merge(self.tally.from_json(runs))
 
     def _roots(self) -> list[str]:
         roots = _setting(self.config, "autograd_cov_source")
@@ -255,15 +274,23 @@ class AutogradCov:
         if self.discovery is None:
             return  # nothing reads the rows
         roots = self.discovery.roots
-        self.rows = report.build(self.tally.counts, self.discovery.result(), roots)
+        self.rows = report.build(self.tally.runs(), self.discovery.result(), roots)
         json_path = _setting(self.config, "autograd_cov_json")
         if json_path:
             with open(json_path, "w", encoding="utf-8") as f:
-                f.write(report.to_json(self.rows) + "\n")
-        if _setting(self.config, "autograd_cov_fail_unexercised") and report.unexercised(self.rows):
-            session.testsfailed += 1
+                f.write(report.to_json(self.rows, str(self.config.rootpath)) + "\n")
         fail_under = _setting(self.config, "autograd_cov_fail_under")
-        if fail_under not in (None, "") and report.exercised_percent(self.rows) < float(fail_under):
+        percent = report.exercised_percent(self.rows)
+        if fail_under not in (None, "") and percent < float(fail_under):
+            self.failure = (
+                f"FAIL: autograd-cov: backward code ran for {percent:.1f}% of Functions, "
+                f"under --autograd-cov-fail-under={float(fail_under):g}"
+            )
+        elif _setting(self.config, "autograd_cov_fail_unexercised") and report.unexercised(self.rows):
+            missing = [r.qualname for r in report.unexercised(self.rows)]
+            names = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            self.failure = f"FAIL: autograd-cov: --autograd-cov-fail-unexercised: backward code never ran: {names}"
+        if self.failure:
             session.testsfailed += 1
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -277,22 +304,15 @@ class AutogradCov:
         for line in report.format_table(self.rows, str(self.config.rootpath)):
             terminalreporter.write_line(line)
         missing = report.unexercised(self.rows)
-        fail_under = _setting(self.config, "autograd_cov_fail_under")
         if missing:
             terminalreporter.write_line(
-                f"backward never ran: {len(missing)} of "
+                f"backward code never ran: {len(missing)} of "
                 f"{sum(r.has_backward is not False for r in self.rows)} Functions "
                 f"({report.exercised_percent(self.rows):.1f}% exercised)"
             )
-        if fail_under not in (None, "") and report.exercised_percent(self.rows) < float(fail_under):
-            terminalreporter.write_line(
-                f"FAIL: backward exercised for {report.exercised_percent(self.rows):.1f}% "
-                f"of Functions, under --autograd-cov-fail-under={float(fail_under):g}"
-            )
-        elif missing and _setting(self.config, "autograd_cov_fail_unexercised"):
-            terminalreporter.write_line("FAIL: --autograd-cov-fail-unexercised")
-        if self.evidence_note:
-            terminalreporter.write_line(self.evidence_note)
+        for note in (self.evidence_note, self.omit_note):
+            if note:
+                terminalreporter.write_line(note)
 
 
 def _coverage_source() -> list[str]:
@@ -306,3 +326,31 @@ def _coverage_source() -> list[str]:
         return []
     source = cov.get_option("run:source") or []
     return [s for s in source if os.path.isdir(s)]
+
+
+def _not_yours_note() -> str:
+    """A hint when coverage measures torch's generated code or this plugin, else ``""``.
+
+    Once coverage runs, its ``omit`` setting can no longer change through its
+    public API; the coverage.py plugin (``[run] plugins``) sets it before
+    measuring starts.
+    """
+    import fnmatch
+
+    from autograd_lint.coverage import omitted_patterns
+
+    try:
+        import coverage
+    except ImportError:
+        return ""
+    cov = coverage.Coverage.current()
+    if cov is None or cov.get_option("run:source") or cov.get_option("run:include"):
+        return ""
+    patterns = omitted_patterns()
+    found = [f for f in cov.get_data().measured_files() if any(fnmatch.fnmatch(f, p) for p in patterns)]
+    if not found:
+        return ""
+    return (
+        f"autograd-cov: coverage measured {len(found)} files that are not your code (torch's generated "
+        f"code, this plugin); to omit them, add plugins = [\"autograd_lint.coverage\"] to [tool.coverage.run]"
+    )

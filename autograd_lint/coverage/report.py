@@ -13,6 +13,11 @@ threads, ``_thread``, other libraries).
 :func:`build` joins those counts with the Functions the static analyser
 finds in the measured source, so a Function that never ran at all still
 shows, with zeros.
+
+Every run is counted twice: for the Function class applied, and for the
+class whose method's code ran (``Sub.apply`` with a ``backward`` inherited
+from ``Base`` runs ``Base``'s backward code).  "Never ran" is decided on the
+second: the code.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from autograd_lint.coverage import bridge
 
 PHASES = ("forward", "backward", "double_backward", "jvp")
 THREAD_KINDS = ("main", "thread", "native")
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 
 # (path, qualname): how Functions are joined between run time and the analyser.
 FunctionKey = tuple[str, str]
@@ -81,6 +86,14 @@ class _ThreadCounts(threading.local):
         registry.append((self.kind, {**phases, "compiled": self.compiled}))
 
 
+@dataclass
+class Runs:
+    """Counts per Function: ``applied`` by the class applied, ``code`` by the class whose method ran."""
+
+    applied: dict[FunctionKey, Counts]
+    code: dict[FunctionKey, Counts]
+
+
 class Tally:
     """Counts phases per Function class; fed by ``Function.apply``, the bridge and the compile recorder.
 
@@ -93,7 +106,8 @@ class Tally:
         # (thread kind, phase or "compiled" -> counts) for every thread that counted.
         self._threads: list[tuple[str, dict[str, dict[Any, int]]]] = []
         self.local = _ThreadCounts(self._threads)
-        self._extra: dict[FunctionKey, Counts] = {}
+        # Counts merged from other processes.
+        self._extra = Runs({}, {})
 
     def count(self, cls: type, phase: str, mode: str) -> None:
         if mode == "eager":
@@ -119,31 +133,62 @@ class Tally:
                     flat[key] = flat.get(key, 0) + n
         return flat
 
-    @property
-    def counts(self) -> dict[FunctionKey, Counts]:
-        """phase -> mode -> thread kind -> count per located Function, torch's own left out."""
-        result: dict[FunctionKey, Counts] = {}
-        _merge_into(result, self._extra)
-        keys: dict[type, FunctionKey | None] = {}
+    def runs(self) -> Runs:
+        """Every count so far, by Function applied and by the class whose code ran; torch's own left out."""
+        runs = Runs({}, {})
+        _merge_into(runs.applied, self._extra.applied)
+        _merge_into(runs.code, self._extra.code)
+        keys: dict[type | None, FunctionKey | None] = {None: None}
         for (cls, phase, mode, kind), n in self._flat().items():
-            if cls not in keys:
-                keys[cls] = _function_key(cls)
-            key = keys[cls]
-            if key is not None:
-                target = result.setdefault(key, {}).setdefault(phase, {}).setdefault(mode, {})
-                target[kind] = target.get(kind, 0) + n
-        return result
+            # Compiled counts come from the recorder, which knows only the
+            # code Dynamo traced: their class is the one defining it.
+            owner = _code_owner(cls, phase)
+            for klass, into in ((cls, runs.applied), (owner, runs.code)):
+                if klass not in keys:
+                    keys[klass] = _function_key(klass)  # type: ignore[arg-type]
+                key = keys[klass]
+                if key is not None:
+                    target = into.setdefault(key, {}).setdefault(phase, {}).setdefault(mode, {})
+                    target[kind] = target.get(kind, 0) + n
+        return runs
 
-    def merge(self, counts: Mapping[FunctionKey, Counts]) -> None:
+    def merge(self, runs: Runs) -> None:
         """Add counts from another process (an xdist worker)."""
-        _merge_into(self._extra, counts)
+        _merge_into(self._extra.applied, runs.applied)
+        _merge_into(self._extra.code, runs.code)
 
-    def to_json(self) -> list[dict[str, Any]]:
-        return [{"path": p, "qualname": q, "counts": c} for (p, q), c in self.counts.items()]
+    def to_json(self) -> dict[str, list[dict[str, Any]]]:
+        runs = self.runs()
+        return {
+            view: [{"path": p, "qualname": q, "counts": c} for (p, q), c in getattr(runs, view).items()]
+            for view in ("applied", "code")
+        }
 
     @staticmethod
-    def from_json(rows: Iterable[Mapping[str, Any]]) -> dict[FunctionKey, Counts]:
-        return {(row["path"], row["qualname"]): row["counts"] for row in rows}
+    def from_json(data: Mapping[str, Iterable[Mapping[str, Any]]]) -> Runs:
+        applied, code = (
+            {(row["path"], row["qualname"]): row["counts"] for row in data.get(view, ())} for view in ("applied", "code")
+        )
+        return Runs(applied, code)
+
+
+# The method whose code each phase runs (backward: see _code_owner).
+PHASE_METHODS = {"forward": "forward", "backward": "backward", "double_backward": "backward", "jvp": "jvp"}
+
+
+def _code_owner(cls: type, phase: str) -> type | None:
+    """The class in ``cls``'s MRO that defines the method ``phase`` ran, as torch picks it."""
+    name = PHASE_METHODS[phase]
+    if name == "backward":
+        import torch
+
+        # As BackwardCFunction._get_user_fn: vjp when overridden, else backward.
+        if getattr(cls, "vjp", None) is not torch.autograd.Function.vjp:
+            name = "vjp"
+    for klass in getattr(cls, "__mro__", ()):
+        if name in vars(klass):
+            return klass
+    return None
 
 
 def _merge_into(target: dict[FunctionKey, Counts], counts: Mapping[FunctionKey, Counts]) -> None:
@@ -245,50 +290,72 @@ def install(tally: Tally) -> None:
 
 @dataclass
 class Row:
-    """One Function in the report."""
+    """One Function in the report.
+
+    ``counts`` are the runs with this class applied; ``code_counts`` the runs
+    of the methods this class defines, whichever class was applied.
+    ``backward_code_runs`` is how often the backward code this Function uses
+    ran: its own, or the one it inherits from ``backward_defined_in``.
+    """
 
     path: str
     qualname: str
     line: int | None
     has_backward: bool | None  # None: not known (found only at run time, no source)
     counts: Counts = field(default_factory=dict)
+    code_counts: Counts = field(default_factory=dict)
+    backward_defined_in: FunctionKey | None = None  # None: here, or not known
+    backward_code_runs: int = 0
+    # What kind of code the row is about; other kinds (custom operators) can join the report.
+    kind: str = "autograd.Function"
 
-    def total(self, phase: str, mode: str | None = None) -> int:
-        modes = self.counts.get(phase, {})
+    def total(self, phase: str, mode: str | None = None, counts: Counts | None = None) -> int:
+        modes = (self.counts if counts is None else counts).get(phase, {})
         return sum(
             n for m, kinds in modes.items() if mode is None or m == mode for n in kinds.values()
         )
 
     @property
     def backward_ran(self) -> bool:
-        return self.total("backward") > 0
+        """Whether the backward code this Function uses ever ran, through any class."""
+        return self.backward_code_runs > 0 or self.total("backward") > 0
 
     def threads(self, phase: str) -> list[str]:
         kinds = {k for kinds in self.counts.get(phase, {}).values() for k in kinds}
         return [k for k in THREAD_KINDS if k in kinds]
 
 
-def build(counts: Mapping[FunctionKey, Counts], specs: Sequence[Any], roots: Sequence[str]) -> list[Row]:
-    """Join run-time ``counts`` with the analyser's Functions.
+def build(runs: Runs, specs: Sequence[Any], roots: Sequence[str]) -> list[Row]:
+    """Join run-time ``runs`` with the analyser's Functions.
 
     ``specs`` are :class:`~autograd_lint.coverage.discovery_worker.Discovered`
-    (or anything with their ``path``, ``qualname``, ``line`` and
-    ``has_backward``).  Functions that ran but that the analyser did not
-    report are kept when their file lies under one of ``roots`` (all of them
-    when ``roots`` is empty).
+    (or anything with their ``path``, ``qualname``, ``line``,
+    ``has_backward`` and ``backward_owner``).  Functions that ran but that
+    the analyser did not report are kept when their file lies under one of
+    ``roots`` (all of them when ``roots`` is empty).
     """
     rows: dict[FunctionKey, Row] = {}
     for spec in specs:
         key = (os.path.realpath(spec.path), spec.qualname)
-        rows[key] = Row(key[0], spec.qualname, spec.line, spec.has_backward)
+        owner = spec.backward_owner
+        owner_key = None if owner is None else (os.path.realpath(owner[0]), owner[1])
+        rows[key] = Row(key[0], spec.qualname, spec.line, spec.has_backward,
+                        backward_defined_in=None if owner_key == key else owner_key)
     real_roots = [os.path.realpath(r) for r in roots]
-    for key, phases in counts.items():
-        row = rows.get(key)
-        if row is None:
-            if real_roots and not any(_is_under(key[0], r) for r in real_roots):
-                continue
-            row = rows[key] = Row(key[0], key[1], None, None)
-        row.counts = phases
+    for view in ("applied", "code"):
+        for key, phases in getattr(runs, view).items():
+            row = rows.get(key)
+            if row is None:
+                if real_roots and not any(_is_under(key[0], r) for r in real_roots):
+                    continue
+                row = rows[key] = Row(key[0], key[1], None, None)
+            if view == "applied":
+                row.counts = phases
+            else:
+                row.code_counts = phases
+    for key, row in rows.items():
+        owner_counts = runs.code.get(row.backward_defined_in or key, {})
+        row.backward_code_runs = row.total("backward", counts=owner_counts)
     return sorted(rows.values(), key=lambda r: (r.path, r.line or 0, r.qualname))
 
 
@@ -297,12 +364,12 @@ def _is_under(path: str, root: str) -> bool:
 
 
 def unexercised(rows: Iterable[Row]) -> list[Row]:
-    """Functions with a backward (or not known to lack one) whose backward never ran."""
+    """Functions with a backward (or not known to lack one) whose backward code never ran."""
     return [r for r in rows if r.has_backward is not False and not r.backward_ran]
 
 
 def exercised_percent(rows: Sequence[Row]) -> float:
-    """Share of Functions with a backward whose backward ran, in percent (100 with none)."""
+    """Share of Functions with a backward whose backward code ran, in percent (100 with none)."""
     candidates = [r for r in rows if r.has_backward is not False]
     if not candidates:
         return 100.0
@@ -314,19 +381,37 @@ def _cell(row: Row, phase: str) -> str:
     return f"{eager}+{compiled}c" if compiled else str(eager)
 
 
+def relative_name(path: str, root: str) -> str:
+    """``path`` relative to ``root`` with ``/`` separators when it lies under it, else as it is."""
+    if _is_under(path, root):
+        return os.path.relpath(path, root).replace(os.sep, "/")
+    return path
+
+
 def format_table(rows: Sequence[Row], root: str) -> list[str]:
-    """The terminal table: counts as ``eager`` or ``eager+compiled``c, and backward threads."""
-    header = ("Function", "forward", "backward", "double-bwd", "jvp", "backward threads")
+    """The terminal table: counts as ``eager`` or ``eager+compiled``c, and backward threads.
+
+    "backward code" is how often the backward code the Function uses ran,
+    through any class, with the class it comes from when inherited.
+    """
+    header = ("Function", "forward", "backward", "backward code", "double-bwd", "jvp", "backward threads")
     table = [header]
     for row in rows:
-        where = os.path.relpath(row.path, root) if _is_under(row.path, root) else row.path
+        where = relative_name(row.path, root)
         name = f"{where}:{row.line}::{row.qualname}" if row.line else f"{where}::{row.qualname}"
-        backward = _cell(row, "backward") if row.has_backward is not False else "-"
+        if row.has_backward is False:
+            backward = code = "-"
+        else:
+            backward = _cell(row, "backward")
+            code = str(row.backward_code_runs)
+            if row.backward_defined_in is not None:
+                code += f" (of {row.backward_defined_in[1]})"
         table.append(
             (
                 name,
                 _cell(row, "forward"),
                 backward,
+                code,
                 _cell(row, "double_backward"),
                 _cell(row, "jvp"),
                 ", ".join(row.threads("backward")) or "-",
@@ -336,19 +421,29 @@ def format_table(rows: Sequence[Row], root: str) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
 
 
-def to_json(rows: Sequence[Row]) -> str:
-    """The JSON report; ``autograd-lint pragma --only-unexercised`` reads it back."""
+def to_json(rows: Sequence[Row], root: str) -> str:
+    """The JSON report; ``autograd-lint pragma --only-unexercised`` reads it back.
+
+    Paths are relative to ``root`` (the pytest rootdir), so that a report
+    made in one checkout (CI) applies to another.
+    """
     return json.dumps(
         {
             "version": REPORT_VERSION,
+            "root": root,
             "functions": [
                 {
-                    "path": r.path,
+                    "kind": r.kind,
+                    "path": relative_name(r.path, root),
                     "qualname": r.qualname,
                     "line": r.line,
                     "has_backward": r.has_backward,
                     "backward_ran": r.backward_ran,
+                    "backward_defined_in": None
+                    if r.backward_defined_in is None
+                    else f"{relative_name(r.backward_defined_in[0], root)}::{r.backward_defined_in[1]}",
                     "counts": r.counts,
+                    "code_counts": r.code_counts,
                 }
                 for r in rows
             ],
@@ -358,16 +453,46 @@ def to_json(rows: Sequence[Row]) -> str:
     )
 
 
-def read_phase_totals(path: str) -> dict[FunctionKey, dict[str, int]]:
-    """Per Function in a JSON report, (real path, qualname) -> phase -> runs in any mode."""
+@dataclass(frozen=True, eq=False)
+class CodeRuns:
+    """One report entry as ``pragma --only-unexercised`` reads it: where, and how often each phase's code ran."""
+
+    path: str  # relative to the report's root (``/``-separated), or absolute
+    qualname: str
+    phases: dict[str, int]
+
+    def matches(self, path: str, qualname: str) -> bool:
+        """Whether this entry is the Function ``qualname`` of file ``path`` in this checkout.
+
+        A relative entry matches any file whose path ends with it, wherever
+        the tree lies.
+        """
+        if qualname != self.qualname:
+            return False
+        real = os.path.realpath(path)
+        if os.path.isabs(self.path):
+            return real == os.path.realpath(self.path)
+        parts = self.path.split("/")
+        return real.split(os.sep)[-len(parts):] == parts
+
+
+def read_code_runs(path: str) -> list[CodeRuns]:
+    """The entries of a JSON report, with the runs of the code each Function defines, per phase."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     if data.get("version") != REPORT_VERSION:
-        raise ValueError(f"not an autograd-cov report of version {REPORT_VERSION}")
-    return {
-        (os.path.realpath(f["path"]), f["qualname"]): {
-            phase: sum(n for kinds in modes.values() for n in kinds.values())
-            for phase, modes in f["counts"].items()
-        }
+        raise ValueError(
+            f"not an autograd-cov report of version {REPORT_VERSION} (make it again with this autograd-lint)"
+        )
+    return [
+        CodeRuns(
+            f["path"],
+            f["qualname"],
+            {
+                phase: sum(n for kinds in modes.values() for n in kinds.values())
+                for phase, modes in f["code_counts"].items()
+            },
+        )
         for f in data["functions"]
-    }
+        if f.get("kind", "autograd.Function") == "autograd.Function"
+    ]

@@ -330,6 +330,12 @@ def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
                        for a in case.args)
         what = "none of the candidate shapes and values" if searched else "none of the value domains"
         pytest.skip(f"{function.__qualname__}.forward accepted {what}; {RECORD_HINT}")
+    if resolved.backward_error is not None and resolved.scalars and resolved.backward_error.startswith("TypeError"):
+        # A number was guessed for a parameter of unknown kind and backward used it
+        # as something else (a callable kept on ctx): our guess, not a bug.
+        positions = [i for i, a in enumerate(case.args) if isinstance(a, ScalarArg)]
+        pytest.skip(f"{function.__qualname__}.backward raised {resolved.backward_error} with numbers searched "
+                    f"for the argument(s) at position(s) {positions}, whose kind is unknown; {RECORD_HINT}")
     if resolved.backward_error is not None and (resolved.shapes or resolved.scalars):
         # With nothing searched there was no choice to explain: the check reports the failure.
         searched = ", ".join(str(tuple(shape)) for shape in resolved.shapes) or "the searched values"

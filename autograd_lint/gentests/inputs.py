@@ -269,6 +269,9 @@ def _parameter_inputs(
             if kind is Kind.NON_TENSOR or (kind is Kind.UNKNOWN and index in never_differentiated):
                 inputs.append(ScalarInput())
                 continue
+            if kind is Kind.INDEX_TENSOR:  # indices or a mask: searched as int64 0s and 1s
+                inputs.append(TensorInput(None, "int64", requires_grad=False))
+                continue
             if index in never_differentiated:  # a tensor, e.g. saved for backward, without a gradient
                 inputs.append(TensorInput(None, requires_grad=False))
                 continue

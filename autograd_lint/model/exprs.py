@@ -354,6 +354,8 @@ class Classifier:
         if not isinstance(func, cst.Attribute):
             return Kind.UNKNOWN
         qualified = self.imports.resolve(name) if name else None
+        if qualified in _INDEX_TENSOR_TYPES:
+            return Kind.INDEX_TENSOR  # torch.cuda.IntTensor(...), torch.LongTensor(...)
         if qualified is not None and (qualified == "torch" or qualified.startswith("torch.")):
             kind = self._torch_call(qualified)
             if kind is Kind.TENSOR and (
@@ -375,6 +377,8 @@ class Classifier:
             return Kind.NON_TENSOR
         if receiver.is_tensor and method in INDEX_TENSOR_METHODS:
             return Kind.INDEX_TENSOR
+        if method in _INTEGER_CASTS and not node.args:
+            return Kind.INDEX_TENSOR  # `.long()`: only tensors have it
         if method in TENSOR_METHODS and (receiver.is_tensor or method in TENSOR_ONLY_METHODS):
             if method == "to" and self._index_dtype(node):
                 return Kind.INDEX_TENSOR
@@ -426,6 +430,8 @@ class Classifier:
         return Kind.UNKNOWN
 
 
+# Tensor methods that cast to an integer or bool dtype (numpy arrays have none of them).
+_INTEGER_CASTS = frozenset("long int bool short byte char".split())
 # Tensor methods that keep an integer tensor's dtype.
 _DTYPE_KEEPING_METHODS = frozenset(
     "clone detach contiguous view view_as reshape reshape_as expand expand_as cuda cpu unsqueeze "

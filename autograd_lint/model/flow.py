@@ -19,16 +19,10 @@ import libcst as cst
 from autograd_lint.model import traverse
 from autograd_lint.model.exprs import dotted_name
 from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.semantic import ALIAS_METHODS, is_inplace_name, target_names
 
 NEVER = -(10**9)  # the count on a path that does not exist
 Counter = Callable[[cst.CSTNode], int]
-
-# Methods that return a view of (or the same storage as) their receiver.
-ALIAS_METHODS = frozenset(
-    "view view_as reshape contiguous squeeze unsqueeze t transpose expand flatten".split()
-)
-# In-place methods that do not write tensor data.
-HARMLESS_INPLACE = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
 
 
 class _Count(cst.CSTVisitor):
@@ -328,63 +322,6 @@ def inplace_writes(
     return found
 
 
-def bound_names(function: cst.FunctionDef) -> set[str]:
-    """Names that ``function``'s body binds (assignments, loops, ``with``, imports,
-    ``del``, nested ``def``/``class``), not counting nested scopes' own bindings."""
-    found: set[str] = set()
-
-    class _Bindings(ScopeVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            if node is function:
-                return True
-            found.add(node.name.value)
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            found.add(node.name.value)
-            return False
-
-        def visit_Param(self, node: cst.Param) -> bool:
-            return False  # the method's own parameters are not rebindings
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            found.update(target_names(node.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            found.update(target_names(node.target))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            found.update(target_names(node.target))
-
-        def visit_For(self, node: cst.For) -> None:
-            found.update(target_names(node.target))
-
-        def visit_CompFor(self, node: cst.CompFor) -> None:
-            found.update(target_names(node.target))
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            found.update(target_names(node.name))  # with ... as x, except ... as x, import ... as x
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            found.update(target_names(node.target))
-
-        def visit_Del(self, node: cst.Del) -> None:
-            found.update(target_names(node.target))
-
-        def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
-            if node.asname is None and isinstance(node.name, cst.Name):
-                found.add(node.name.value)
-
-        def visit_Global(self, node: cst.Global) -> None:
-            found.update(n.name.value for n in node.names)
-
-        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-            found.update(n.name.value for n in node.names)
-
-    traverse.visit(function, _Bindings())
-    return found
-
-
 def escapes(function: cst.FunctionDef, name: str, *, in_nested_scopes: bool = False) -> bool:
     """Whether ``function``'s body uses ``name`` other than as ``name.<attr>``: passes it
     to a call, stores it, returns it..., so that code elsewhere may act on it.
@@ -424,38 +361,6 @@ def escapes(function: cst.FunctionDef, name: str, *, in_nested_scopes: bool = Fa
 
     visit_body(function, _Uses())
     return found
-
-
-def passed_to_call(function: cst.FunctionDef, name: str, *, as_out: bool = True) -> bool:
-    """Whether ``name`` itself is an argument of some call in ``function`` (nested scopes
-    included: a closure may make the call); ``out=name`` counts only with ``as_out``."""
-    found = False
-
-    class _Args(cst.CSTVisitor):
-        def visit_Arg(self, node: cst.Arg) -> None:
-            nonlocal found
-            is_out = node.keyword is not None and node.keyword.value == "out"
-            if (as_out or not is_out) and isinstance(node.value, cst.Name) and node.value.value == name:
-                found = True
-
-    traverse.visit(function, _Args())
-    return found
-
-
-def is_inplace_name(name: str) -> bool:
-    """Whether a method or torch function of this name writes its tensor in place (``mul_``)."""
-    return name.endswith("_") and not name.startswith("_") and name not in HARMLESS_INPLACE
-
-
-def target_names(target: cst.BaseExpression) -> Iterator[str]:
-    """The names a binding target binds: ``a``, ``a, (b, *c)``, ``[a, b]``."""
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from target_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from target_names(target.value)
 
 
 def _headers(statement: cst.CSTNode) -> list[cst.CSTNode]:

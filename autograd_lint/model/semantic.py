@@ -347,18 +347,23 @@ def build(
     given = set(tensor_params)
     first = _Walker(node, imports, skip, known, evidence=given)
     model = first.run()
-    found = _evidence(model, first.marks)
-    if not found:
+    found = _evidence(model, first.marks, Kind.UNKNOWN)
+    # A parameter annotated `float` that the body hands to torch.sigmoid is not known
+    # to be a non-tensor after all: the body outranks the annotation.
+    contradicted = _evidence(model, first.marks - first.api_marks, Kind.NON_TENSOR) - {
+        p.name.value for p in _param_nodes(node) if p.star
+    }
+    if not found and not contradicted:
         return model
-    return _Walker(node, imports, skip, known, given | found).run()
+    return _Walker(node, imports, skip, known, given | found, contradicted).run()
 
 
-def _evidence(model: MethodModel, marks: set[int]) -> set[str]:
-    """Parameters of unknown kind that the body uses as tensors (``marks``: ids of such
-    uses), on a path where no rebinding of the parameter reaches the use."""
+def _evidence(model: MethodModel, marks: set[int], kind: Kind) -> set[str]:
+    """Parameters of ``kind`` that the body uses as tensors (``marks``: ids of such uses),
+    on a path where no rebinding of the parameter reaches the use."""
     found: set[str] = set()
     for name, binding in model.params.items():
-        if binding.kind is not Kind.UNKNOWN:
+        if binding.kind is not kind:
             continue
         for use in model.uses(binding):
             reaching = model.reaching(use)
@@ -406,12 +411,15 @@ class _Walker:
         skip: int,
         declared: Mapping[str, Kind],
         evidence: set[str],
+        contradicted: set[str] = frozenset(),  # type: ignore[assignment]
     ) -> None:
         self.model = MethodModel(node, imports)
         self.imports = imports
         self.skip = skip
         self.declared = declared
         self.evidence = evidence
+        self.contradicted = contradicted
+        self.api_marks: set[int] = set()
         self.marks: set[int] = set()
         self.loop_exits: list[list[_Env]] = []
         self.order: list[Binding] = []  # every binding made by the walk, in walk order
@@ -433,6 +441,8 @@ class _Walker:
             # An annotation naming some other class rules usage evidence out.
             if kind is Kind.UNKNOWN and param.annotation is None and name in self.evidence:
                 kind = Kind.TENSOR
+            if name in self.contradicted:
+                kind = Kind.UNKNOWN
             if positional_seen <= self.skip and not param.star:
                 kind = Kind.NON_TENSOR  # cls of a classmethod
             binding = Binding(name, How.PARAMETER, param, None, kind)
@@ -860,6 +870,8 @@ class _Walker:
                     self._flow(Sink.CTX_API, node, arg.value, method, position)
                     if method != "save_for_forward":
                         self._mark(arg.value)
+                        # ...but no proof against an annotation: passing an int there is the bug AGL004 reports.
+                        self.api_marks.add(id(arg.value))
             else:
                 if method in EVIDENCE_METHODS or is_inplace_name(method):
                     self._mark(receiver)

@@ -92,7 +92,7 @@ class LegacyUse(Rule):
 
     code = "AGL002"
     title = "legacy / instance use of a Function"
-    severity = Severity.ERROR  # the instance call; instantiation and (b) are warnings
+    severity = Severity.ERROR  # the instance call; instantiation and (b) are info (compatibility)
     needs = frozenset({ModuleNeed.FUNCTION_USES})
     fix = FixSafety.SAFE  # (b) only: adds @staticmethod
     fixer = _Fix
@@ -103,7 +103,10 @@ class LegacyUse(Rule):
         "be instantiated. Methods on autograd functions are all static, so you should invoke "
         "them on the class itself. Instantiating an autograd function will raise an error in a "
         "future version of PyTorch.` A method without `@staticmethod` still works through "
-        "`apply`, but breaks the documented contract and every instance call."
+        "`apply`, but breaks the documented contract and every instance call. A `@classmethod` "
+        "method works in eager mode, gradcheck and torch.func, but `torch.compile` graph-breaks at "
+        "each `apply` and `fullgraph=True` fails: `Unsupported: failed to bind arguments when "
+        "attempting to inline`."
     )
 
     def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
@@ -126,7 +129,7 @@ class LegacyUse(Rule):
                     use.position,
                     f"`{use.text}` instantiates {function.name}, which is deprecated "
                     f"(DeprecationWarning); call {function.name}.apply(...) on the class",
-                    Severity.WARNING,
+                    Severity.INFO,
                 )
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
@@ -138,17 +141,19 @@ class LegacyUse(Rule):
             if method is None or method.is_staticmethod:
                 continue
             if method.is_classmethod:
-                problem = "is a @classmethod"
+                consequence = (
+                    "is a @classmethod: it works in eager mode, gradcheck and torch.func, but "
+                    "torch.compile graph-breaks at every apply and fullgraph=True fails (`failed to "
+                    "bind arguments when attempting to inline`); make it a @staticmethod"
+                )
             elif _decorators_known(method):
-                problem = "is not a @staticmethod"
+                consequence = (
+                    "is not a @staticmethod: it works through apply, but an instance call "
+                    "(`Fn()(...)`) raises RuntimeError and the documented contract is broken"
+                )
             else:
                 continue
-            yield Report(
-                method.position,
-                f"{function.name}.{name} {problem}; autograd Function methods must be static "
-                "(an instance call raises RuntimeError)",
-                Severity.WARNING,
-            )
+            yield Report(method.position, f"{function.name}.{name} {consequence}", Severity.INFO)
 
     VALID = [
         Valid(

@@ -81,7 +81,7 @@ class CtxTensorAttribute(Rule):
 
     code = "AGL003"
     title = "tensor stored as a ctx attribute instead of save_for_backward"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     why = (
         "Nothing fails, but: an input kept on ctx and modified in place after forward gives a "
         "silently wrong gradient (save_for_backward would raise `one of the variables needed "

@@ -86,7 +86,7 @@ class SavedTensorsReadTwice(Rule):
 
     code = "AGL005"
     title = "`ctx.saved_tensors` read more than once per backward/jvp call"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     why = (
         "Under `torch.utils.checkpoint(..., use_reentrant=False)` the second read raises "
         "`torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Unpack is being "

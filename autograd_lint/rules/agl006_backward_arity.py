@@ -13,7 +13,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.model.spec import FunctionSpec
+
 
 class BackwardArity(Rule):
     """Checks that ``backward`` (or ``vjp``) accepts one gradient per forward output:

@@ -24,6 +24,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
+from autograd_lint.model import semantic
 from autograd_lint.model.spec import MethodSpec, ParamKind
 
 # List methods that change which tensors a boxed grads list holds, not the tensors.
@@ -136,6 +137,33 @@ def _direct_writes(statement: cst.CSTNode, sequence: str, imports: ImportMap) ->
     return found
 
 
+# In-place methods that change only a tensor's view of its data (shape, strides), not the data.
+_METADATA_ONLY = frozenset("unsqueeze_ squeeze_ transpose_ t_ swapdims_ swapaxes_ as_strided_ resize_as_ resize_".split())
+
+
+def _gradient_writes(method: MethodSpec, grads: list[str]) -> Iterator[tuple[semantic.InplaceWrite, str]]:
+    """In-place writes (from the semantic model) to the data of a gradient parameter,
+    directly or through a view; a metadata-only change (``unsqueeze_``) of a view bound
+    to another name leaves the incoming gradient as it is."""
+    model = method.semantic
+    if model is None:
+        return
+    params = {model.params[g] for g in grads if g in model.params}
+    for write in model.inplace_writes:
+        touched = write.origins & params
+        if len(touched) != 1 or write.self_copy:
+            continue
+        if write.how.removesuffix("()") in _METADATA_ONLY and not _is_the_parameter(model, write.target):
+            continue
+        yield write, next(iter(touched)).name
+
+
+def _is_the_parameter(model: semantic.MethodModel, target: cst.BaseExpression) -> bool:
+    return isinstance(target, cst.Name) and all(
+        b.how is semantic.How.PARAMETER for b in model.reaching(target)
+    )
+
+
 class GradientMutatedInPlace(Rule):
     """Reports an in-place write (``g.mul_(...)``, ``g += ...``, ``g[...] = ...``,
     ``out=g``, ``torch.<op>_(g)``, also through a view of ``g``) to a gradient that
@@ -147,7 +175,7 @@ class GradientMutatedInPlace(Rule):
 
     code = "AGL007"
     title = "backward mutates an incoming gradient in place"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     why = (
         "Silently wrong gradients that depend on execution order: the gradient tensor may be "
         "shared with another branch of the graph (`s = Id.apply(b) + F.apply(a)` where "
@@ -172,18 +200,18 @@ class GradientMutatedInPlace(Rule):
             if boxed and len(grads) == 1:
                 sequences.append(grads[0])
                 grads = []
-            writes = inplace_writes(body, set(grads), imports, lambda name: True)
+            writes = [(w.node, w.how, name_) for w, name_ in _gradient_writes(method, grads)]
             for sequence in sequences:
-                writes.extend(_element_writes(body, sequence, imports))
+                writes.extend((w.node, w.how, w.name) for w in _element_writes(body, sequence, imports))
             reported: set[int] = set()
-            for write in writes:
-                if id(write.node) in reported:
+            for node, how, grad in writes:
+                if id(node) in reported:
                     continue
-                reported.add(id(write.node))
+                reported.add(id(node))
                 yield Report(
-                    ctx.position(method, write.node),
-                    f"{function.name}.{name} writes the incoming gradient `{write.name}` in "
-                    f"place ({write.how}); clone it first",
+                    ctx.position(method, node),
+                    f"{function.name}.{name} writes the incoming gradient `{grad}` in "
+                    f"place ({how}); clone it first",
                 )
 
     @staticmethod
@@ -193,6 +221,23 @@ class GradientMutatedInPlace(Rule):
         return [p.name for p in method.positional[skip:]]
 
     VALID = [
+        # A metadata-only change of a view bound to a new name leaves the gradient's data alone.
+        Valid(
+            """
+            import torch
+
+            class Logdet(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor):
+                    return x.sum((-1, -2))
+
+                @staticmethod
+                def backward(ctx, g):
+                    g = g.unsqueeze(-1)
+                    g.unsqueeze_(-1)
+                    return g.expand(*g.shape[:-2], 3, 3).clone()
+            """
+        ),
         Valid(
             """
             import torch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autograd_lint.model.semantic import Binding, How, MethodModel, Sink
+from autograd_lint.model.semantic import Binding, MethodModel, Sink
 from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 

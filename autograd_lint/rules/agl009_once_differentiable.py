@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint.model import traverse
 from autograd_lint.model.exprs import (
     SELF_RETURNING_METHODS,
     NON_TENSOR_ATTRIBUTES,
@@ -18,14 +17,13 @@ from autograd_lint.model.exprs import (
     dotted_name,
 )
 from autograd_lint.model.flow import (
-    ScopeVisitor,
     child_bodies,
     method_body,
     suite_body,
     target_names,
 )
 from autograd_lint.model.imports import ImportMap
-from autograd_lint.rules._common import ctx_writers
+from autograd_lint.rules._common import ctx_writers, short
 from autograd_lint.rules.base import (
     Diagnostic,
     Fixer,
@@ -38,7 +36,8 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.model.spec import CtxWrite, FunctionSpec, Kind, MethodSpec
+from autograd_lint.model.semantic import How, Sink
+from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -242,41 +241,23 @@ class _BackwardFlow:
 
 
 def _assignments(method: MethodSpec) -> dict[str, list[tuple[cst.BaseExpression | None, bool]]]:
-    """Every binding of each name in ``method``: (the value it comes from, is it ``name = value``)."""
+    """Every binding of each name in ``method`` (from its semantic model): (the value it
+    comes from, is it a plain ``name = value``)."""
+    model = method.semantic
+    assert model is not None
     found: dict[str, list[tuple[cst.BaseExpression | None, bool]]] = {}
-
-    class _Visitor(ScopeVisitor):
-        root = method.node
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                plain = isinstance(target.target, cst.Name)
-                for name in target_names(target.target):
-                    found.setdefault(name, []).append((node.value, plain))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            for name in target_names(node.target):
-                found.setdefault(name, []).append((node.value, isinstance(node.target, cst.Name)))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            for name in target_names(node.target):
+    for name, bindings in model.bindings.items():
+        for binding in bindings:
+            if not binding.is_rebinding:
+                continue
+            if binding.how is How.ASSIGNMENT and binding.value is not None and isinstance(
+                binding.site, (cst.Assign, cst.AnnAssign)
+            ):
+                found.setdefault(name, []).append((binding.value, True))
+            elif isinstance(binding.site, cst.Assign):  # `a, b = value`: an element of it
+                found.setdefault(name, []).append((binding.site.value, False))
+            else:
                 found.setdefault(name, []).append((None, False))
-
-        def visit_For(self, node: cst.For) -> None:
-            for name in target_names(node.target):
-                found.setdefault(name, []).append((None, False))
-
-        def visit_WithItem(self, node: cst.WithItem) -> None:
-            if node.asname is not None:
-                for name in target_names(node.asname.name):
-                    found.setdefault(name, []).append((None, False))
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            for name in target_names(node.target):
-                found.setdefault(name, []).append((None, False))
-
-    assert method.node is not None
-    traverse.visit(method.node, _Visitor())
     return found
 
 
@@ -369,20 +350,59 @@ def _returned_names(function: FunctionSpec) -> set[str]:
     return names
 
 
-def _ctx_reads(method: MethodSpec) -> set[str]:
-    """Attributes ``ctx.<attr>`` that ``method`` loads (nested scopes included: closures)."""
+def _opaque_call(ctx: FunctionContext, method: MethodSpec) -> str | None:
+    """A call of ``method`` into code autograd can't see: a Triton launch ``kernel[grid](...)``,
+    a ``torch.ops.*`` operator or a compiled extension (a module named ``*_cuda``, ``*_C``,
+    ``*_ext``)."""
+    model = method.semantic
+    unit = ctx.unit(method)
+    if model is None or unit is None:
+        return None
+    for name, call in model.calls:
+        if isinstance(call.func, cst.Subscript):
+            return short(unit.code(call.func), 40) + "(...)"
+        qualified = ctx.analysis.imports.resolve(name) if name else None
+        if qualified is None:
+            continue
+        parts = qualified.split(".")
+        if qualified.startswith("torch.ops.") or any(
+            part.endswith(("_cuda", "_C", "_ext", "_cpp")) for part in parts[:-1]
+        ):
+            return f"{name}(...)"
+    return None
+
+
+def _unused_saved_positions(backward: MethodSpec | None) -> set[int]:
+    """Positions of ``ctx.saved_tensors`` that backward unpacks into a name it never uses
+    as a value (unused, or only for ``.shape``, ``.dtype``, ``.size()``...)."""
+    if backward is None or backward.semantic is None:
+        return set()
+    model = backward.semantic
+    receivers = {id(node.value) for _, attr, node in model.attribute_reads if attr in NON_TENSOR_ATTRIBUTES}
+    receivers |= {
+        id(call.func.value)
+        for _, call in model.calls
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in NON_TENSOR_METHODS
+    }
+    unused: set[int] = set()
+    reads = [r for r in backward.ctx_reads if r.attribute in SAVED_ATTRIBUTES]
+    if len(reads) != 1 or reads[0].targets is None or not reads[0].target_is_sequence:
+        return unused
+    for position, name in enumerate(reads[0].targets):
+        bindings = [b for b in model.bindings_of(name) if b.how is How.UNPACKING]
+        if len(bindings) == 1 and all(id(use) in receivers for use in model.uses(bindings[0])):
+            unused.add(position)
+    return unused
+
+
+def _ctx_reads(method: MethodSpec) -> set[str] | None:
+    """Attributes ``ctx.<attr>`` that ``method`` loads; None when a nested scope (a
+    closure) uses ctx and may read any of them."""
+    model = method.semantic
     ctx_name = method.ctx_name
-    found: set[str] = set()
-
-    class _Visitor(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            attribute = ctx_attribute(node, ctx_name)
-            if attribute is not None:
-                found.add(attribute)
-
-    assert method.node is not None
-    traverse.visit(method.node, _Visitor())
-    return found
+    if model is None or ctx_name is None or model.nested_uses.get(ctx_name):
+        return None
+    return {attr for owner, attr, _ in model.attribute_reads if owner == ctx_name}
 
 
 _ONCE_DIFFERENTIABLE = ("torch.autograd.function.once_differentiable", "torch.autograd.once_differentiable")
@@ -433,7 +453,7 @@ class OnceDifferentiable(Rule):
 
     code = "AGL009"
     title = "backward is not correctly double-differentiable but lacks `@once_differentiable`"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     fix = FixSafety.UNSAFE  # add @once_differentiable: double backward then raises instead
     fixer = _Fix
     why = (
@@ -472,7 +492,11 @@ class OnceDifferentiable(Rule):
         if flow.found is not None:
             line = ctx.position(method, flow.found.source).line
             return f"its result depends on {flow.found.what} on line {line}"
-        return self._saved_intermediate(ctx) or self._ctx_intermediate(ctx, method)
+        reason = self._saved_intermediate(ctx) or self._ctx_intermediate(ctx, method)
+        opaque = _opaque_call(ctx, method) if reason is not None else None
+        if opaque is not None:
+            return f"it calls `{opaque}`, extension code autograd cannot differentiate through"
+        return reason
 
     @staticmethod
     def _saved_intermediate(ctx: FunctionContext) -> str | None:
@@ -483,10 +507,11 @@ class OnceDifferentiable(Rule):
         if function.forward_inputs is None:
             return None
         intermediates: _Intermediates | None = None
+        unused = _unused_saved_positions(function.backward_method)
         for call in forward.calls("save_for_backward"):
-            for arg in call.args:
-                if arg.name is None:
-                    continue
+            for position, arg in enumerate(call.args):
+                if arg.name is None or arg.kind is Kind.INDEX_TENSOR or position in unused:
+                    continue  # ids and masks have no derivative; a value backward never reads costs nothing
                 if intermediates is None:
                     intermediates = _Intermediates(function, forward)
                 if intermediates.is_intermediate_name(arg.name):
@@ -509,6 +534,8 @@ class OnceDifferentiable(Rule):
                     continue
                 if read is None:
                     read = _ctx_reads(method)
+                    if read is None:
+                        return None
                 if write.attribute not in read:
                     continue
                 if intermediates is None:
@@ -516,7 +543,7 @@ class OnceDifferentiable(Rule):
                 name = write.value.name
                 if name is not None and not intermediates.is_intermediate_name(name):
                     continue
-                if name is None and not _written_value_is_intermediate(ctx, writer, write, intermediates):
+                if name is None and not _written_value_is_intermediate(writer, write.attribute, intermediates):
                     continue
                 return (
                     f"it reads ctx.{write.attribute}, a tensor computed from the inputs in "
@@ -525,6 +552,27 @@ class OnceDifferentiable(Rule):
         return None
 
     VALID = [
+        # Saved integer ids and a saved value backward reads only for its shape are no
+        # evidence: neither has a derivative to lose.
+        Valid(
+            """
+            import torch
+
+            class Gather(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, target):
+                    ids = target.clamp(min=0).long()
+                    y = torch.exp(x)
+                    ctx.save_for_backward(x, ids, y)
+                    return y.gather(-1, ids)
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, ids, y = ctx.saved_tensors
+                    out = torch.zeros(y.shape, dtype=g.dtype)
+                    return out.scatter(-1, ids, g) * torch.exp(x), None
+            """
+        ),
         Valid(
             """
             import torch
@@ -657,6 +705,45 @@ class OnceDifferentiable(Rule):
         ),
     ]
     INVALID = [
+        # Backward launches a kernel: name it, not the saved value.
+        Invalid(
+            """
+            import torch
+            import fused_cuda
+
+            class Fused(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = torch.tanh(x)
+                    ctx.save_for_backward(y)
+                    return y * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return fused_cuda.tanh_backward(grad, y) * 2
+            """,
+            line=12,
+            message="it calls `fused_cuda.tanh_backward(...)`, extension code autograd cannot differentiate",
+            fixed="""
+            import torch
+            import fused_cuda
+            from torch.autograd.function import once_differentiable
+
+            class Fused(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = torch.tanh(x)
+                    ctx.save_for_backward(y)
+                    return y * 2
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return fused_cuda.tanh_backward(grad, y) * 2
+            """,
+        ),
         # (b) an intermediate saved for backward.
         Invalid(
             """
@@ -853,21 +940,13 @@ class OnceDifferentiable(Rule):
     ]
 
 
-def _written_value_is_intermediate(
-    ctx: FunctionContext, writer: MethodSpec, write: CtxWrite, intermediates: _Intermediates
-) -> bool:
-    """For ``ctx.attr = <expression>``: whether that expression is a computation on the inputs."""
-    if ctx.unit(writer) is None:
+def _written_value_is_intermediate(writer: MethodSpec, attribute: str, intermediates: _Intermediates) -> bool:
+    """For ``ctx.<attribute> = <expression>``: whether that expression is a computation on the inputs."""
+    model = writer.semantic
+    if model is None:
         return False
-    found = False
-
-    class _Visitor(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal found
-            for target in node.targets:
-                if ctx.position(writer, target.target) == write.position:
-                    found = found or intermediates.is_intermediate_value(node.value)
-
-    assert writer.node is not None
-    traverse.visit(writer.node, _Visitor())
-    return found
+    return any(
+        flow.owner == writer.ctx_name and flow.detail == attribute and flow.index is None
+        and intermediates.is_intermediate_value(flow.expr)
+        for flow in model.flows_to(Sink.CTX_ATTRIBUTE)
+    )

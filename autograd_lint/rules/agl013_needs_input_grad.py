@@ -254,6 +254,7 @@ class NeedsInputGrad(Rule):
                         f"{ctx.function.name}.{method.name} returns {element.name} as the gradient "
                         f"of {_input_label(ctx.function, j)}, but computes it only when {flag} "
                         f"is true; it is missing when only input {j} requires grad",
+                        Severity.WARNING,  # a silently missing gradient: nothing raises
                     )
 
     VALID = [

@@ -180,6 +180,27 @@ class GradientForNonTensor(Rule):
                     return grad, grad.sum()
             """
         ),
+        # The body contradicts the annotation: `threshold` goes to torch.sigmoid, so it
+        # may be a tensor (and its gradient is then right).
+        Valid(
+            """
+            import torch
+
+            class Prune(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, inputs, threshold: float, sigmoid: bool):
+                    if sigmoid:
+                        threshold = torch.sigmoid(threshold).item()
+                    ctx.sigmoid = sigmoid
+                    return (inputs.abs() > threshold).to(inputs.dtype)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    if ctx.sigmoid:
+                        return grad, grad.sum().view(1), None
+                    return grad, None, None
+            """
+        ),
         # A classmethod forward: `cls` is not an input, so `scale` is input 2 and gets None.
         Valid(
             """

@@ -70,7 +70,7 @@ class ForwardUntrackedOutput(Rule):
 
     code = "AGL017"
     title = "forward returns a list/dict, a nested tuple, a numpy array or a Python scalar"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     why = (
         "No error at `apply`, but the outputs are not tracked: list and dict outputs have "
         "`out[0].requires_grad == False`, as do inner elements of a nested tuple; numpy and "

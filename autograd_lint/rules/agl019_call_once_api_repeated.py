@@ -26,7 +26,7 @@ def _lost(model: MethodModel, calls: list[cst.Call], api: str, code: Callable[[c
             text = code(arg.value)
             if text in kept or text in lost:
                 continue
-            if api == "mark_non_differentiable" and model.kind(arg.value) is Kind.INDEX_TENSOR:
+            if api in ("mark_non_differentiable", "mark_dirty") and model.kind(arg.value) is Kind.INDEX_TENSOR:
                 continue
             lost.append(text)
     return lost
@@ -42,7 +42,7 @@ class CallOnceApiRepeated(Rule):
 
     code = "AGL019"
     title = "a call-once ctx API is called more than once"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     why = (
         "The last call wins without warning. `save_for_backward(a); save_for_backward(b)`: "
         "backward sees only `b`, giving a silently wrong gradient or `ValueError: not enough "

@@ -8,7 +8,7 @@ import libcst as cst
 
 from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.rules.base import Diagnostic, Fixer, FixSafety, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.model.spec import Position
+from autograd_lint.model.spec import FunctionSpec, Position
 from autograd_lint.model.usage import UseKind, function_uses, is_test_path
 
 if TYPE_CHECKING:
@@ -48,6 +48,18 @@ class _Fix(Fixer):
         return updated_node.with_changes(func=func.with_changes(attr=cst.Name("apply")), args=args)
 
 
+def _ignores_ctx(function: FunctionSpec) -> bool:
+    """Whether forward takes a ctx it never uses: calling it directly is calling a plain
+    function, and a ctx of None is fine."""
+    forward = function.method("forward")
+    if forward is None or function.is_split_style is not False or forward.semantic is None:
+        return False
+    name = forward.ctx_name
+    model = forward.semantic
+    binding = model.params.get(name or "")
+    return binding is not None and not model.uses(binding) and not model.nested_uses.get(name or "")
+
+
 class DirectMethodCall(Rule):
     """Reports a call ``Fn.forward(...)`` (or ``backward``, ``setup_context``, ``jvp``,
     ``vjp``, ``vmap``) where ``Fn`` is a Function class of the module.  Skipped: calls
@@ -82,6 +94,8 @@ class DirectMethodCall(Rule):
                 continue
             if use.guard is not None or use.expects_failure or use.passes_ctx:
                 continue
+            if use.method == "forward" and _ignores_ctx(use.function):
+                continue  # a plain function that happens to live on the class (dequantize helpers)
             name = use.function.name
             consequence = (
                 f"autograd records no node, so {name}'s custom backward is never used"
@@ -95,6 +109,24 @@ class DirectMethodCall(Rule):
             )
 
     VALID = [
+        # forward never uses its ctx: `Fn.forward(None, ...)` is a plain call on purpose.
+        Valid(
+            """
+            import torch
+
+            class Dequantize(torch.autograd.Function):
+                @staticmethod
+                def forward(_ctx, t, dtype):
+                    return t.to(dtype)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, None
+
+            def dequantize(t):
+                return Dequantize.forward(None, t, torch.float32)
+            """
+        ),
         Valid(
             """
             import torch

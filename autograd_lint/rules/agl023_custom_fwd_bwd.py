@@ -165,7 +165,7 @@ class CustomFwdBwd(Rule):
                 position,
                 f"{where} uses the deprecated torch.cuda.amp.{kind}; use "
                 f'torch.amp.{kind}(device_type="cuda")',
-                Severity.WARNING,
+                Severity.INFO,  # a FutureWarning: compatibility
             )
         elif not decorator.is_call or (
             "device_type" not in decorator.keywords and "**" not in decorator.text

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from autograd_lint.rules._common import argument_range, plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec, Return
+from autograd_lint.model.spec import FunctionSpec, MethodSpec, Return
 
 # Return shapes (see :class:`autograd_lint.model.spec.Return`) that are never a tuple.
 _NOT_A_TUPLE = {

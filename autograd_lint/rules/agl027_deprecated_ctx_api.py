@@ -76,7 +76,7 @@ class DeprecatedCtxApi(Rule):
 
     code = "AGL027"
     title = "deprecated ctx API"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     fix = FixSafety.SAFE
     fixer = _Fix
     why = (

@@ -8,7 +8,7 @@ import libcst as cst
 
 from autograd_lint.model.exprs import TENSOR_ONLY_METHODS
 from autograd_lint.model.semantic import Binding
-from autograd_lint.model.spec import Kind
+from autograd_lint.model.spec import Kind, MethodSpec
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 # Methods that return a view of their receiver.  `detach` is left out: its result
@@ -75,6 +75,49 @@ def _is_tensor(param: Binding, certain_receiver: bool) -> bool:
     return param.kind.is_tensor or (certain_receiver and param.kind is Kind.UNKNOWN)
 
 
+def _is_identity(forward: MethodSpec) -> bool:
+    """Whether forward only records things on ctx and returns: an identity by design,
+    whose backward does the work (Megatron's copy-to-region, gradient hooks and scaling)."""
+    node = forward.node
+    if node is None or not isinstance(node.body, cst.IndentedBlock):
+        return False
+    ctx_name = forward.ctx_name
+    for statement in node.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, (cst.Return, cst.Pass)):
+                continue
+            if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                continue
+            if isinstance(small, cst.Assign) and all(
+                isinstance(t.target, cst.Attribute) and _is_name(t.target.value, ctx_name) for t in small.targets
+            ):
+                continue
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                func = small.value.func
+                if isinstance(func, cst.Attribute) and _is_name(func.value, ctx_name):
+                    continue
+            return False
+    return True
+
+
+def _is_name(node: cst.BaseExpression, name: str | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _is_conditional(forward: MethodSpec, ret: cst.Return) -> bool:
+    """Whether ``ret`` sits in a branch (``if x.shape == shape: return x``): a fast path
+    that hands the input back when there is nothing to do."""
+    node = forward.node
+    if node is None or not isinstance(node.body, cst.IndentedBlock):
+        return True
+    for statement in node.body.body:
+        if isinstance(statement, cst.SimpleStatementLine) and any(small is ret for small in statement.body):
+            return False
+    return True
+
+
 class ReturnsInputView(Rule):
     """Checks that forward does not return one of its inputs unchanged, or a view of
     one (a basic slice, ``.view``, ``.reshape``, ``.t``, ``.T``, ``.transpose``,
@@ -83,7 +126,11 @@ class ReturnsInputView(Rule):
     raises.  Inputs passed to ``ctx.mark_dirty`` are skipped (returning them is
     required), and so are names that forward rebinds and inputs that may not be
     tensors (a non-tensor annotation or default, or a slice of an input that is
-    not known to be a tensor)."""
+    not known to be a tensor).  An input returned unchanged is left alone when
+    that is the design: an identity forward that only records things on ctx
+    (its backward does the work), a return inside a branch (a fast path when
+    there is nothing to do), or an input forward writes in place (AGL008's
+    business: it wants mark_dirty, not a clone)."""
 
     code = "AGL028"
     title = "forward returns an input unchanged, or a view of an input"
@@ -109,6 +156,9 @@ class ReturnsInputView(Rule):
         if unit is None or kept is None:
             return
         candidates = {model.params[p.name] for p in inputs} - {model.params.get(n) for n in kept}
+        # An input written in place and returned wants mark_dirty (AGL008), not a clone.
+        candidates -= {origin for write in model.inplace_writes for origin in write.origins}
+        identity = _is_identity(forward)
         for ret in model.returns:
             if ret.value is None:
                 continue
@@ -124,6 +174,8 @@ class ReturnsInputView(Rule):
                 (param,) = reaching
                 if param not in candidates or not _is_tensor(param, certain):
                     continue
+                if how == "unchanged" and (identity or _is_conditional(forward, ret.node)):
+                    continue  # an identity by design, or a fast path with nothing to do
                 what = (
                     f"input `{param.name}` unchanged"
                     if how == "unchanged"
@@ -158,6 +210,35 @@ class ReturnsInputView(Rule):
         return names
 
     VALID = [
+        # An identity by design (backward all-reduces), and a fast path in a branch.
+        Valid(
+            """
+            import torch
+            import torch.distributed as dist
+
+            class CopyToRegion(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, input_, group):
+                    ctx.group = group
+                    return input_
+
+                @staticmethod
+                def backward(ctx, grad):
+                    dist.all_reduce(grad, group=ctx.group)
+                    return grad, None
+
+            class ToDense(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor):
+                    if x.layout == torch.strided:
+                        return x
+                    return x.to_dense()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """
+        ),
         # An input passed to mark_non_differentiable gets no gradient: returning it is fine.
         Valid(
             """
@@ -293,15 +374,16 @@ class ReturnsInputView(Rule):
             class Straight(torch.autograd.Function):
                 @staticmethod
                 def forward(ctx, x):
-                    ctx.save_for_backward(x)
+                    mask = x > 0
+                    ctx.save_for_backward(mask)
                     return x
 
                 @staticmethod
                 def backward(ctx, grad):
-                    (x,) = ctx.saved_tensors
-                    return grad * (x > 0)
+                    (mask,) = ctx.saved_tensors
+                    return grad * mask
             """,
-            line=7,
+            line=8,
             message="Straight.forward returns input `x` unchanged",
         ),
         Invalid(

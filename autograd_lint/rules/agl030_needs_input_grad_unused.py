@@ -97,7 +97,7 @@ class NeedsInputGradUnused(Rule):
 
     code = "AGL030"
     title = "`needs_input_grad` never consulted (performance)"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     enabled_by_default = False
     why = (
         "No error: gradients for inputs that do not require grad are computed and then thrown "

@@ -30,9 +30,11 @@ if TYPE_CHECKING:
 
 
 class Severity(enum.Enum):
-    ERROR = "error"  # crashes, or wrong or missing gradients at runtime
-    WARNING = "warning"  # leaks, performance, or a hazard that depends on later use
-    INFO = "info"
+    """How bad a finding is, by what follows at runtime (policy: docs/rules/README.md)."""
+
+    ERROR = "error"  # raises on a reachable path
+    WARNING = "warning"  # a silently wrong or missing result, a leak, or a hazard that depends on later use
+    INFO = "info"  # style, deprecation, compatibility, performance
 
 
 class FixSafety(enum.Enum):

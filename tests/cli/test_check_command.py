@@ -43,9 +43,8 @@ def test_findings_exit_1_with_location_and_summary(tmp_path: Path) -> None:
     (tmp_path / "buggy.py").write_text(BUGGY)
     result = check("buggy.py", cwd=tmp_path)
     assert result.returncode == 1
-    assert result.stdout.splitlines()[0] == (
-        "buggy.py:12:9: AGL001 Mul.backward returns 1 gradient, but forward takes 2 inputs"
-        ": backward raises `returned an incorrect number of gradients (expected 2, got 1)`"
+    assert result.stdout.splitlines()[0].startswith(
+        "buggy.py:12:9: AGL001 Mul.backward returns 1 gradient, but forward takes 2 inputs: "
     )
     assert result.stdout.splitlines()[-1].startswith("Found 1 problem in 1 file")
 

@@ -213,8 +213,8 @@ def test_flake8_project_options_from_flags_flake8_config_and_pyproject(tmp_path:
     (tmp_path / "ops.py").write_text(OWN_BASE)
     assert flake8("ops.py", cwd=tmp_path).stdout == ""
     reported = (
-        "ops.py:12:9: AGL001 Mul.backward returns 1 gradient, but forward takes 2 inputs"
-        ": backward raises `returned an incorrect number of gradients (expected 2, got 1)`\n"
+        "ops.py:12:9: AGL001 Mul.backward returns 1 gradient, but forward takes 2 inputs: backward raises "
+        "`returned an incorrect number of gradients (expected 2, got 1)`\n"
     )
     on_command_line = flake8("--agl-extra-function-bases", "other.Base,mypkg.autograd.Base", "ops.py", cwd=tmp_path)
     assert on_command_line.stdout == reported, on_command_line.stderr

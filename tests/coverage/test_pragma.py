@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -133,13 +132,15 @@ def test_print_config_edits_nothing(project: Path, capsys: pytest.CaptureFixture
                         '    "def jvp\\\\(",\n    "def vjp\\\\(",\n]\n')
 
 
-def test_only_unexercised_follows_the_report(project: Path) -> None:
-    ops = os.path.realpath(project / "ops.py")
+def test_only_unexercised_follows_the_report(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ran = {"forward": {"eager": {"main": 1}}, "jvp": {"eager": {"main": 1}}}
     report = {
-        "version": 1,
+        "version": 2,
+        "root": "/somewhere/else",
         "functions": [
-            {"path": ops, "qualname": "Scale", "line": 4, "has_backward": True, "backward_ran": False, "counts": ran},
+            # Relative to the root the report was made in: matches ops.py here.
+            {"kind": "autograd.Function", "path": "ops.py", "qualname": "Scale", "line": 4, "has_backward": True,
+             "backward_ran": False, "backward_defined_in": None, "counts": ran, "code_counts": ran},
             # Shift is not in the report: unknown, so left alone.
         ],
     }
@@ -148,6 +149,24 @@ def test_only_unexercised_follows_the_report(project: Path) -> None:
     text = (project / "ops.py").read_text()
     assert text.count(MARKER) == 1
     assert f"def backward(ctx, grad):  # noqa: D102  {MARKER}" in text
+    assert f"{project / 'report.json'}: 1 of 1 entries match a Function here; 1 methods never ran" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_line_that_already_carries_a_pragma_is_left_alone(project: Path) -> None:
+    text = SOURCE.replace("def backward(ctx, grad):  # noqa: D102", "def backward(ctx, grad):  # pragma: no cover")
+    (project / "ops.py").write_text(text)
+    assert main(["pragma", str(project)]) == 0
+    marked = (project / "ops.py").read_text()
+    assert "def backward(ctx, grad):  # pragma: no cover\n" in marked
+    assert marked.count(MARKER) == 2  # jvp and vjp
+
+
+def test_a_report_of_the_old_format_is_refused(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "report.json").write_text(json.dumps({"version": 1, "functions": []}))
+    assert main(["pragma", "--only-unexercised", str(project / "report.json"), str(project)]) == 2
+    assert "not an autograd-cov report of version 2" in capsys.readouterr().err
 
 
 def test_unreadable_report_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -171,3 +171,22 @@ def test_values_of_a_large_recorded_tensor_are_drawn_from_its_statistics(stats: 
 
     (x,) = harness.make_args(Identity, Case((tensor((6, 6), stats=stats),)))
     assert holds(x.detach())
+
+
+class CallableOnCtx(torch.autograd.Function):
+    """torchdiffeq's pattern: a function passed to forward, kept on ctx, called in backward."""
+
+    @staticmethod
+    def forward(ctx, fn, x):
+        ctx.fn = fn
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, ctx.fn(grad)
+
+
+def test_a_searched_number_that_backward_calls_is_a_skip_not_a_failure() -> None:
+    with pytest.raises(pytest.skip.Exception, match=r"raised TypeError: 'int' object is not callable with numbers "
+                                                    r"searched for the argument\(s\) at position\(s\) \[0\]"):
+        harness.check_gradcheck(CallableOnCtx, Case((any_scalar(), any_tensor())))

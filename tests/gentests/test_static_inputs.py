@@ -9,7 +9,15 @@ import pytest
 
 from autograd_lint.model.discovery import discover_functions
 from autograd_lint.gentests.callsites import find_call_sites, match_call_sites
-from autograd_lint.gentests.inputs import InputCase, Origin, TensorInput, ValueInput, choose_inputs, shaped_tensor
+from autograd_lint.gentests.inputs import (
+    InputCase,
+    Origin,
+    ScalarInput,
+    TensorInput,
+    ValueInput,
+    choose_inputs,
+    shaped_tensor,
+)
 from autograd_lint.gentests.literals import default_sources, input_of
 from autograd_lint.model.source import read_source
 
@@ -179,3 +187,39 @@ def test_inputs_come_from_the_most_preferred_source(module: Path) -> None:
     assert unknown.origin is Origin.NONE and "'reduction': str" in str(unknown.reason)
     variadic = choose_inputs(specs["Variadic"], [], [], {})
     assert variadic.origin is Origin.NONE and "*args" in str(variadic.reason)
+
+
+def test_searched_inputs_respect_kinds_and_classmethod_forwards(tmp_path: Path) -> None:
+    module = tmp_path / "kinds.py"
+    module.write_text('''\
+import torch
+
+
+class Reverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha, factor):
+        ctx.save_for_backward(alpha)
+        ctx.factor = factor
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (alpha,) = ctx.saved_tensors
+        return -grad * alpha * ctx.factor, None, None
+
+
+class Sparse(torch.autograd.Function):
+    @classmethod
+    def forward(cls, ctx, X, dim=0, k=None):
+        return X.clone()
+
+    @classmethod
+    def backward(cls, ctx, dY):
+        return dY, None, None
+''')
+    specs = {spec.name: spec for spec in discover_functions([module])}
+    reverse = choose_inputs(specs["Reverse"], [], [], default_sources(specs["Reverse"]))
+    # alpha is saved for backward: a tensor without a gradient, not a searched number.
+    assert reverse.cases == (InputCase((TensorInput(None), TensorInput(None, requires_grad=False), ScalarInput())),)
+    sparse = choose_inputs(specs["Sparse"], [], [], default_sources(specs["Sparse"]))
+    assert sparse.cases == (InputCase((TensorInput(None), ValueInput("0"), ValueInput("None"))),)

@@ -1,0 +1,294 @@
+"""Accuracy of ``autograd-lint check`` on real repositories, judged by hand.
+
+Usage:
+  python bench/accuracy.py run [--tool PATH] [--out FILE] [--only NAME ...] [--count-functions]
+  python bench/accuracy.py table RESULTS [--judgements CSV]
+  python bench/accuracy.py unjudged RESULTS [--judgements CSV] [--before EARLIER_RESULTS]
+  python bench/accuracy.py repos RESULTS
+  python bench/accuracy.py compare BEFORE AFTER
+
+``run`` extracts every repository of bench/accuracy_repos.txt at its pinned
+commit into --realcode (default /work/realcode/<name>, from the bare git dirs
+the ``fetch`` tool leaves under --mirrors, default /work/.mirror), runs the
+given ``autograd-lint`` over each with every rule selected (off-by-default ones
+included) and no configuration file, writes all diagnostics to --out as JSON
+and prints per-rule counts.
+
+``table`` merges a results file with the judgements (bench/accuracy_judgements.csv:
+repo, path, line, code, verdict, note, message_contains; verdict is ``true`` = worth acting on,
+``deliberate`` = true by the rule's wording but intended or harmless, ``false`` =
+the code is correct and the rule misread it) and prints the Markdown per-rule
+table of docs/accuracy.md, then what each false diagnostic taught. A judgement
+is keyed by (repo, path, line, code), so it survives re-runs of the same pins;
+where a new version of a rule reports the same place for another reason, a row
+whose ``message_contains`` matches the new message judges it instead.
+
+``unjudged`` lists the diagnostics of a results file that have no judgement yet;
+``repos`` prints the pinned repositories with their Function and diagnostic counts;
+``compare`` prints the per-rule before/after table.
+Third-party code is only ever extracted outside this repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPOS_FILE = BENCH / "accuracy_repos.txt"
+JUDGEMENTS_FILE = BENCH / "accuracy_judgements.csv"
+VERDICTS = ("true", "deliberate", "false")
+
+
+@dataclass(frozen=True)
+class PinnedRepo:
+    name: str
+    slug: str
+    commit: str
+
+
+Key = tuple[str, str, int, str]
+
+
+def pinned_repos() -> list[PinnedRepo]:
+    repos = []
+    for line in REPOS_FILE.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, slug, commit = line.split()
+            repos.append(PinnedRepo(name, slug, commit))
+    return repos
+
+
+def installed_tree(repo: PinnedRepo) -> Path:
+    """An installed package (``installed:torch``, pinned by version) linted in place."""
+    package = repo.slug.removeprefix("installed:")
+    script = f"import {package}, os; print({package}.__version__); print(os.path.dirname({package}.__file__))"
+    version, location = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True
+    ).stdout.split()
+    if version.split("+")[0] != repo.commit:
+        sys.exit(f"{repo.name}: installed {package} is {version}, the bench pins {repo.commit}")
+    return Path(location)
+
+
+def extract(repo: PinnedRepo, mirrors: Path, realcode: Path) -> Path:
+    """The repository's tree at its pinned commit, extracted once."""
+    if repo.slug.startswith("installed:"):
+        return installed_tree(repo)
+    target = realcode / repo.name
+    stamp = target / ".accuracy-commit"
+    if stamp.exists() and stamp.read_text().strip() == repo.commit:
+        return target
+    git_dir = mirrors / repo.slug.replace("/", "+") / "repo"
+    if not git_dir.is_dir():
+        sys.exit(f"{git_dir}: no mirror; fetch github:{repo.slug} first")
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    archive = subprocess.run(
+        # Python sources only (.py): the mirrors may lack large binary blobs.
+        ["git", f"--git-dir={git_dir}", "archive", repo.commit, "--", ":(glob)**/*.py"],
+        check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    stamp.write_text(repo.commit + "\n")
+    return target
+
+
+def rule_codes(tool: Path) -> list[str]:
+    """Every rule code of the autograd-lint installed next to ``tool``."""
+    python = tool.parent / "python"
+    script = "from autograd_lint.rules import all_rules; print(','.join(r.code for r in all_rules()))"
+    # -P: the working directory must not shadow the tool's own autograd_lint.
+    return subprocess.run([str(python), "-P", "-c", script], check=True, capture_output=True, text=True).stdout.strip().split(",")
+
+
+def count_functions(tool: Path, tree: Path) -> int:
+    """How many autograd.Functions the tool discovers in ``tree`` (its own discovery, no import of the code)."""
+    script = "import sys; from autograd_lint.model.discovery import discover_functions; print(len(discover_functions(sys.argv[1:])))"
+    # -P: neither the working directory nor the tree may shadow the tool's package or the standard library.
+    command = [str(tool.parent / "python"), "-P", "-c", script, str(tree)]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    return int(done.stdout)
+
+
+def lint(tool: Path, tree: Path, codes: list[str]) -> dict:
+    command = [
+        str(tool), "check", "--isolated", "--select", "ALL", "--extend-select", ",".join(codes),
+        "--output-format", "json", "--exit-zero", ".",
+    ]
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{tree}: autograd-lint exited {done.returncode}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def run(args: argparse.Namespace) -> None:
+    tool = Path(args.tool).absolute()
+    codes = rule_codes(tool)
+    diagnostics, errors = [], []
+    functions: dict[str, int] = {}
+    for repo in pinned_repos():
+        if args.only and repo.name not in args.only:
+            continue
+        tree = extract(repo, args.mirrors, args.realcode)
+        report = lint(tool, tree, codes)
+        for diagnostic in report["diagnostics"]:
+            diagnostics.append({"repo": repo.name, **diagnostic, "path": diagnostic["path"].removeprefix("./")})
+        errors.extend({"repo": repo.name, **error} for error in report.get("errors", []))
+        line = f"{repo.name:28} {len(report['diagnostics']):4} diagnostics"
+        if args.count_functions:
+            functions[repo.name] = count_functions(tool, tree)
+            line += f" {functions[repo.name]:5} Functions"
+        print(line, file=sys.stderr)
+    document = {"tool": str(tool), "functions": functions, "diagnostics": diagnostics, "errors": errors}
+    Path(args.out).write_text(json.dumps(document, indent=1))
+    for code, count in sorted(Counter(d["code"] for d in diagnostics).items()):
+        print(f"{code} {count}")
+    print(f"total {len(diagnostics)}; files not checked: {len(errors)}")
+    if functions:
+        print(f"Functions: {sum(functions.values())}")
+
+
+def key_of(row: dict) -> Key:
+    return (row["repo"], row["path"], int(row["line"]), row["code"])
+
+
+def judgements(path: Path) -> dict[Key, list[dict]]:
+    """Judgements by key; a row with ``message_contains`` applies only to messages holding that text."""
+    if not path.exists():
+        return {}
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    judged: dict[Key, list[dict]] = defaultdict(list)
+    for row in rows:
+        if row["verdict"] not in VERDICTS:
+            sys.exit(f"{path}: {key_of(row)}: verdict {row['verdict']!r} is not one of {VERDICTS}")
+        judged[key_of(row)].append(row)
+    return judged
+
+
+def judgement(judged: dict[Key, list[dict]], diagnostic: dict) -> dict | None:
+    """The row judging ``diagnostic``: one whose ``message_contains`` matches first, else a general one."""
+    rows = judged.get(key_of(diagnostic), [])
+    specific = [row for row in rows if row.get("message_contains") and row["message_contains"] in diagnostic["message"]]
+    general = [row for row in rows if not row.get("message_contains")]
+    return (specific or general or [None])[0]
+
+
+def results(path: str) -> list[dict]:
+    return json.loads(Path(path).read_text())["diagnostics"]
+
+
+def verdict_counts(path: str, judged: dict[Key, list[dict]]) -> tuple[dict[str, Counter], list[str]]:
+    """Per rule, how many diagnostics got each verdict; and one line per false diagnostic."""
+    counts: dict[str, Counter] = defaultdict(Counter)
+    lessons: list[str] = []
+    for diagnostic in results(path):
+        row = judgement(judged, diagnostic)
+        verdict = row["verdict"] if row else "unjudged"
+        counts[diagnostic["code"]][verdict] += 1
+        if row and verdict == "false":
+            where = f"{diagnostic['repo']}/{diagnostic['path']}:{diagnostic['line']}"
+            lessons.append(f"- {diagnostic['code']} `{where}`: {row['note']}")
+    return counts, lessons
+
+
+def table(args: argparse.Namespace) -> None:
+    counts, lessons = verdict_counts(args.results, judgements(args.judgements))
+    total: Counter = Counter()
+    print("| Rule | Diagnostics | True | Deliberate / harmless | False | Unjudged |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for code, count in sorted(counts.items()):
+        total.update(count)
+        print(f"| {code} | {sum(count.values())} | {count['true']} | {count['deliberate']} | {count['false']} | {count['unjudged']} |")
+    all_count = sum(total.values())
+    print(f"| **all** | **{all_count}** | **{total['true']}** | **{total['deliberate']}** | **{total['false']}** | **{total['unjudged']}** |")
+    if all_count:
+        print(f"\nWorth acting on: {total['true'] / all_count:.0%}; false: {total['false'] / all_count:.0%}.")
+    if lessons:
+        print("\nFalse diagnostics and what each taught:\n")
+        print("\n".join(lessons))
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Per rule, before and after side by side: diagnostics / true / deliberate / false."""
+    judged = judgements(args.judgements)
+    before, _ = verdict_counts(args.before, judged)
+    after, _ = verdict_counts(args.after, judged)
+
+    def cell(count: Counter) -> str:
+        return f"{sum(count.values())} / {count['true']} / {count['deliberate']} / {count['false']}"
+
+    print("| Rule | Before: all / true / deliberate / false | After: all / true / deliberate / false |")
+    print("| --- | --- | --- |")
+    for code in sorted(before.keys() | after.keys()):
+        print(f"| {code} | {cell(before.get(code, Counter()))} | {cell(after.get(code, Counter()))} |")
+    totals = [sum(side.values(), Counter()) for side in (before, after)]
+    print(f"| **all** | **{cell(totals[0])}** | **{cell(totals[1])}** |")
+    for name, total in zip(("before", "after"), totals):
+        all_count = sum(total.values())
+        if all_count:
+            print(f"\n{name}: worth acting on {total['true'] / all_count:.0%}, false {total['false'] / all_count:.0%}.", end="")
+    print()
+
+
+def repos(args: argparse.Namespace) -> None:
+    document = json.loads(Path(args.results).read_text())
+    per_repo = Counter(d["repo"] for d in document["diagnostics"])
+    print("| Name | Repository | Commit | Functions | Diagnostics |")
+    print("| --- | --- | --- | ---: | ---: |")
+    for repo in pinned_repos():
+        functions = document.get("functions", {}).get(repo.name, "")
+        print(f"| {repo.name} | {repo.slug} | `{repo.commit[:12]}` | {functions} | {per_repo[repo.name]} |")
+
+
+def unjudged(args: argparse.Namespace) -> None:
+    judged = judgements(args.judgements)
+    earlier = {key_of(d): d["message"] for d in results(args.before)} if args.before else {}
+    for diagnostic in results(args.results):
+        row = judgement(judged, diagnostic)
+        key = key_of(diagnostic)
+        # A general judgement was made on the earlier message; a new reason needs a new look.
+        changed = row is not None and not row.get("message_contains") and key in earlier and earlier[key] != diagnostic["message"]
+        if row is None or changed:
+            mark = "  [message changed; judged " + row["verdict"] + "]" if changed and row else ""
+            print(f"{diagnostic['repo']},{diagnostic['path']},{diagnostic['line']},{diagnostic['code']}  {diagnostic['message']}{mark}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="extract the pinned repositories and lint them")
+    run_parser.add_argument("--tool", default=str(Path(sys.executable).parent / "autograd-lint"))
+    run_parser.add_argument("--out", default="accuracy-results.json")
+    run_parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    run_parser.add_argument("--realcode", type=Path, default=Path("/work/realcode"))
+    run_parser.add_argument("--only", nargs="*", default=[])
+    run_parser.add_argument("--count-functions", action="store_true", help="also count the Functions of each tree")
+    run_parser.set_defaults(handler=run)
+    for name, handler in (("table", table), ("unjudged", unjudged), ("repos", repos)):
+        sub = commands.add_parser(name)
+        sub.add_argument("results")
+        sub.add_argument("--judgements", type=Path, default=JUDGEMENTS_FILE)
+        sub.set_defaults(handler=handler)
+        if name == "unjudged":
+            sub.add_argument("--before", help="earlier results: also list judged places whose message changed")
+    compare_parser = commands.add_parser("compare", help="per-rule before/after table")
+    compare_parser.add_argument("before")
+    compare_parser.add_argument("after")
+    compare_parser.add_argument("--judgements", type=Path, default=JUDGEMENTS_FILE)
+    compare_parser.set_defaults(handler=compare)
+    args = parser.parse_args()
+    args.handler(args)
+
+
+if __name__ == "__main__":
+    main()
