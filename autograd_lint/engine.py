@@ -14,7 +14,8 @@ from typing import Iterable, Sequence
 from autograd_lint import noqa
 from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze, syntax_check
 from autograd_lint.model.extract import is_decorated
-from autograd_lint.model.source import SourceFile
+from autograd_lint.model.guard import stage
+from autograd_lint.model.source import SourceFile, split_lines
 from autograd_lint.model.spec import FunctionSpec
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Rule
@@ -78,18 +79,19 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
     diagnostics: set[Diagnostic] = set()
     path = analysis.source.path
     for rule in rules:
-        reports = list(rule.check_module(analysis, settings))
-        for function in analysis.functions:
-            if is_decorated(function, analysis.source.text):
-                continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
-            reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
+        with stage(path, f"running {rule.code}"):
+            reports = list(rule.check_module(analysis, settings))
+            for function in analysis.functions:
+                if is_decorated(function, analysis.source.text):
+                    continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
+                reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         for report in reports:
             severity = report.severity or rule.severity
             diagnostics.add(
                 Diagnostic(path, report.position.line, report.position.column, rule.code, report.message, severity)
             )
     result = sorted(diagnostics, key=Diagnostic.sort_key)
-    return _without_noqa(result, analysis.source.text.splitlines()) if honour_noqa else result
+    return _without_noqa(result, split_lines(analysis.source.text)) if honour_noqa else result
 
 
 def every_finding(analysis: FileAnalysis, settings: Settings, but: str) -> list[Diagnostic]:

@@ -29,14 +29,22 @@ from typing import Mapping, Sequence
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from autograd_lint.model.analysis import FileAnalysis, analyze
+from autograd_lint.model.analysis import FileAnalysis, analyze, python_rejects
 from autograd_lint.model.discovery import Run
+from autograd_lint.model.guard import describe, run_guarded
 from autograd_lint.engine import check_analysis, module_needs, selected_rules
 from autograd_lint.files import write_atomically
 from autograd_lint.rules import rule_by_code
 from autograd_lint.rules.base import Diagnostic, FixSafety, Rule
 from autograd_lint.settings import Settings
-from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name
+from autograd_lint.model.source import (
+    SourceError,
+    SourceFile,
+    decode_source,
+    has_lone_cr,
+    module_name,
+    split_lines,
+)
 from autograd_lint.model.spec import FunctionSpec
 
 # Fixes of one rule can expose another's finding; a fixed point comes long before this.
@@ -71,6 +79,9 @@ def fixable_rules(settings: Settings, path: str, unsafe: bool) -> list[Rule]:
 
 def verify(text: str, path: str) -> str | None:
     """Why ``text`` must not be written (it does not parse or compile), or None."""
+    problem = python_rejects(text, path)  # first: libcst's parser is not safe on any depth
+    if problem is not None:
+        return problem[0]
     try:
         cst.parse_module(text)
         compile(text, path, "exec", dont_inherit=True)
@@ -89,6 +100,10 @@ def fix_source(
     rules = fixable_rules(settings, source.path, unsafe)
     if not rules or verify(source.text, source.path) is not None:
         return result
+    if cst.parse_module(source.text).code != source.text:
+        # libcst drops a form feed that precedes code on its line: fixing would change other lines.
+        result.errors.append(SourceError(source.path, "libcst does not reproduce this file exactly; not fixed"))
+        return result
     before = Counter(d.code for d in diagnostics)
     failed: set[str] = set()  # rules whose fix went wrong in this file: not tried again
     for _ in range(_MAX_ROUNDS):
@@ -101,7 +116,7 @@ def fix_source(
                 text = _apply(rule, analysis, mine)
             except Exception as error:  # a bug in one fix must not stop the others, nor the file's check
                 failed.add(rule.code)
-                result.errors.append(SourceError(source.path, f"the {rule.code} fix failed: {error!r}"))
+                result.errors.append(SourceError(source.path, describe(error, f"fixing {rule.code}")))
                 continue
             if text == analysis.source.text:
                 continue
@@ -178,7 +193,13 @@ def fix_file(path: str, known: Mapping[str, FunctionSpec], settings: Settings, u
     data, encoding, text = read_for_rewrite(path)
     result = fix_source(SourceFile(path, text, module_name(path)), known, settings, unsafe)
     if write and result.changed:
-        rewrite(path, data, encoding, result.text)
+        fixed = result.text
+        if has_lone_cr(text):
+            # The analysis reads a lone \r as \n (see SourceFile); give a \r-only file its own back.
+            if "\n" in text:
+                raise SourceError(path, "mixes lone \\r line endings with others; fixes not written")
+            fixed = fixed.replace("\n", "\r")
+        rewrite(path, data, encoding, fixed)
     return result
 
 
@@ -200,8 +221,8 @@ def fix_diagnostic(source: SourceFile, settings: Settings, diagnostic: Diagnosti
 
 def unified_diff(result: FileFix) -> str:
     lines = difflib.unified_diff(
-        result.original.splitlines(keepends=True),
-        result.text.splitlines(keepends=True),
+        split_lines(result.original),
+        split_lines(result.text),
         fromfile=result.path,
         tofile=result.path,
     )
@@ -232,7 +253,8 @@ def fix_run(result: Run[list[Diagnostic]], settings: Settings, unsafe: bool, wri
             run.diagnostics.extend(found)
             continue
         try:
-            fixed = fix_file(file_result.path, known, settings, unsafe, write=write)
+            path = file_result.path
+            fixed = run_guarded(path, "fixing", lambda: fix_file(path, known, settings, unsafe, write=write))
         except SourceError as error:
             run.errors.append(error)
             run.diagnostics.extend(found)

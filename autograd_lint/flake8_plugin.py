@@ -31,7 +31,13 @@ from autograd_lint.noqa import file_noqa
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.agl100_unused_noqa import UnusedNoqa
 from autograd_lint.settings import Settings
+from autograd_lint.model.guard import run_guarded
 from autograd_lint.model.source import SourceError, SourceFile, module_name
+from autograd_lint.rules.base import Diagnostic
+
+# Reported at line 1 of a file the plugin could not analyse (the CLI prints such a
+# file as an error line and exits 2; flake8 has findings only).
+UNCHECKED_CODE = "AGL000"
 
 
 def _codes_to_run(options: argparse.Namespace) -> tuple[str, ...]:
@@ -111,12 +117,19 @@ class AutogradLintChecker:
             return
         source = SourceFile(self.filename, text, module_name(self.filename))
         try:
-            analysis = analyze(source, {}, self.settings, module_needs(self.settings))
-        except SourceError:
-            return  # flake8 reports syntax errors itself (E999)
+            diagnostics = run_guarded(self.filename, "reading the file", lambda: self._check(source))
+        except SourceError as error:
+            # flake8 runs this plugin only on files that Python parsed (it reports
+            # syntax errors itself, E999), so this file could not be analysed: say so.
+            yield 1, 0, f"{UNCHECKED_CODE} file not checked by autograd-lint: {error.problem}", type(self)
+            return
         # flake8 applies line noqa and `# flake8: noqa` itself, but does not know ours.
         whole_file = file_noqa(self.lines)
-        for diagnostic in check_analysis(analysis, self.settings, honour_noqa=False):
+        for diagnostic in diagnostics:
             if whole_file.silences(diagnostic.code):
                 continue
             yield diagnostic.line, diagnostic.column, f"{diagnostic.code} {diagnostic.message}", type(self)
+
+    def _check(self, source: SourceFile) -> list[Diagnostic]:
+        analysis = analyze(source, {}, self.settings, module_needs(self.settings))
+        return check_analysis(analysis, self.settings, honour_noqa=False)

@@ -20,6 +20,8 @@ import tokenize
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
+from autograd_lint.model.source import split_lines
+
 # A code as flake8 reads one: letters then digits (AGL001, or a prefix such as AGL0).
 _CODE_LIST = r"[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*"
 # flake8's inline syntax (flake8.defaults.NOQA_INLINE_REGEXP), case-insensitive as there;
@@ -123,7 +125,7 @@ def comment_layout(text: str) -> CommentLayout | None:
                 blocked.update(range(token.start[0], token.end[0]))
     except (tokenize.TokenError, SyntaxError):
         return None
-    blocked.update(number for number, line in enumerate(text.splitlines(), 1) if line.rstrip().endswith("\\"))
+    blocked.update(number for number, line in enumerate(split_lines(text), 1) if line.rstrip().endswith("\\"))
     return CommentLayout(columns, frozenset(blocked))
 
 

@@ -33,7 +33,7 @@ from autograd_lint.config import KEYS, ConfigError, add_config_arguments, find_c
 from autograd_lint.engine import check_analysis, check_source, module_needs, selected_rules
 from autograd_lint.model.discovery import iter_targets
 from autograd_lint.model.discovery import run as run_files
-from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name, read_source
+from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name, read_source, split_lines
 from autograd_lint.output import (
     FORMATS,
     CheckOutcome,
@@ -150,7 +150,7 @@ class Findings:
 
     def lines_of(self, path: str) -> Sequence[str]:
         if self.stdin is not None and path == self.stdin.path:
-            return self.stdin.text.splitlines()
+            return [line.rstrip("\r\n") for line in split_lines(self.stdin.text)]
         return _file_lines(path)
 
 
@@ -158,7 +158,7 @@ class Findings:
 @functools.lru_cache(maxsize=None)
 def _file_lines(path: str) -> tuple[str, ...]:
     try:
-        return tuple(read_source(path).text.splitlines())
+        return tuple(line.rstrip("\r\n") for line in split_lines(read_source(path).text))
     except SourceError:
         return ()
 

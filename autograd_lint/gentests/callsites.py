@@ -18,6 +18,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from autograd_lint.gentests.inputs import InputCase, normalise_case
 from autograd_lint.gentests.literals import input_of
+from autograd_lint.model.analysis import python_rejects
 from autograd_lint.model.source import SourceError, SourceFile
 from autograd_lint.model.spec import FunctionSpec
 
@@ -89,6 +90,9 @@ def find_call_sites(source: SourceFile) -> list[CallSite]:
     path = source.path
     if ".apply" not in source.text:
         return []
+    problem = python_rejects(source.text, path)
+    if problem is not None:
+        raise SourceError(path, *problem)
     try:
         module = cst.parse_module(source.text)
     except cst.ParserSyntaxError as error:

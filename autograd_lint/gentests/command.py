@@ -90,7 +90,10 @@ def group_by_module(specs: list[FunctionSpec]) -> tuple[list[ModuleTarget], list
         module = spec.module or os.path.splitext(os.path.basename(spec.path))[0]
         if module not in targets:
             targets[module] = ModuleTarget(module, spec.path, import_root(spec.path, module), [])
-        targets[module].functions.append(spec)
+        functions = targets[module].functions
+        # A name defined twice (alternative definitions) imports as the last one.
+        functions[:] = [f for f in functions if f.qualname != spec.qualname]
+        functions.append(spec)
     return list(targets.values()), left_out
 
 
@@ -111,7 +114,8 @@ def _describe_only(analysis: object, settings: object) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autograd_lint.model.discovery import iter_targets, run as discover
-    from autograd_lint.model.source import SourceError, read_source
+    from autograd_lint.model.guard import run_guarded
+    from autograd_lint.model.source import SourceError, read_source, split_lines
 
     try:
         settings = project_settings(args.paths, args.config, args.isolated)
@@ -135,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(target, SourceError) or target.path in failed_paths:
             continue
         try:
-            sites.extend(find_call_sites(read_source(target.path)))
+            path = target.path
+            sites.extend(run_guarded(path, "finding apply call sites", lambda: find_call_sites(read_source(path))))
         except SourceError as error:
             report(str(error))
 
@@ -170,21 +175,29 @@ def run(args: argparse.Namespace) -> int:
 
     for target in targets:
         try:
-            lines = read_source(target.path).text.splitlines()
+            lines = [line.rstrip("\r\n") for line in split_lines(read_source(target.path).text)]
         except SourceError as error:
             report(str(error))
             continue
-        plans = []
-        for spec in target.functions:
-            try:
-                surrogate = declared_surrogate(spec, lines, configured_surrogates)
-            except DeclarationError as error:
-                report(str(error))
-                surrogate = None
-            plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity))
-        origins.update(plan.inputs.origin for plan in plans)
         root_from_test = os.path.relpath(target.import_root, out_dir).replace(os.sep, "/")
-        body = render_module(target.module, plans, root_from_test)
+
+        def plan_module() -> tuple[list[FunctionPlan], str]:
+            plans = []
+            for spec in target.functions:
+                try:
+                    surrogate = declared_surrogate(spec, lines, configured_surrogates)
+                except DeclarationError as error:
+                    report(str(error))
+                    surrogate = None
+                plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity))
+            return plans, render_module(target.module, plans, root_from_test)
+
+        try:
+            plans, body = run_guarded(target.path, "planning the tests", plan_module)
+        except SourceError as error:
+            report(str(error))
+            continue
+        origins.update(plan.inputs.origin for plan in plans)
         display = os.path.relpath(target.path).replace(os.sep, "/")
         text = compose(header_comment(display, target.module), body)
         emit(os.path.join(args.out, output_name(target.module)), text, f"{len(plans)} Function(s)")

@@ -12,10 +12,10 @@ This is the only place that decides how much of a file libcst parses:
 
 from __future__ import annotations
 
-import ast
 import enum
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -23,6 +23,7 @@ import libcst as cst
 
 from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, extract_custom_ops, mentions_custom_op
 from autograd_lint.model.extract import FUNCTION_BASES, ParsedUnit, extract_functions
+from autograd_lint.model.guard import compile_like_cpython, stage
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.locate import (
     ClassHeader,
@@ -30,9 +31,10 @@ from autograd_lint.model.locate import (
     class_block,
     class_headers,
     outside_strings,
+    scope_prefix,
 )
 from autograd_lint.settings import Settings
-from autograd_lint.model.source import SourceError, SourceFile
+from autograd_lint.model.source import SourceError, SourceFile, split_lines
 from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec
 
 # Calls that the module-level rules look at: instantiation and direct method calls.
@@ -93,18 +95,30 @@ def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None 
 
 def syntax_check(source: SourceFile) -> None:
     """Raise :class:`SourceError` when the running Python cannot compile ``source``."""
+    problem = python_rejects(source.text, source.path)
+    if problem is not None:
+        raise SourceError(source.path, problem[0], problem[1])
+
+
+def python_rejects(text: str, path: str) -> tuple[str, int | None] | None:
+    """Why CPython, at its default recursion limit, does not compile ``text``, and on which line.
+
+    ``None`` when it does.  Code that passes this is what libcst may parse (see
+    :func:`autograd_lint.model.guard.compile_like_cpython`).
+    """
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
     try:
-        compile(source.text, source.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile_like_cpython(text, path)
     except SyntaxError as exc:
-        version = f"{sys.version_info.major}.{sys.version_info.minor}"
-        raise SourceError(
-            source.path,
-            f"syntax error: {exc.msg} (checked with Python {version}; "
-            "syntax newer than that can't be analysed)",
+        return (
+            f"syntax error: {exc.msg} (checked with Python {version}; syntax newer than that can't be analysed)",
             exc.lineno,
-        ) from None
+        )
+    except (RecursionError, MemoryError):
+        return f"too deeply nested: Python {version} does not compile it either", None
     except ValueError as exc:  # e.g. "source code string cannot contain null bytes"
-        raise SourceError(source.path, str(exc)) from None
+        return str(exc), None
+    return None
 
 
 def analyze(
@@ -120,42 +134,50 @@ def analyze(
     (every need when the caller is not running rules, e.g. gen-tests).
     ``run_ops`` holds the custom ops and registrations of the other files of the
     run, once they are known (see :func:`autograd_lint.model.discovery.run`).
+
+    Each step runs as a named :func:`~autograd_lint.model.guard.stage`, so that a
+    failure says where it happened.
     """
-    is_package = source.path.endswith("__init__.py")
-    imports = ImportMap.from_text(source.text, source.module, is_package)
-    analysis = FileAnalysis(source, imports)
+    path = source.path
+    with stage(path, "scanning the text"):
+        imports = ImportMap.from_text(source.text, source.module, path.endswith("__init__.py"))
+        analysis = FileAnalysis(source, imports)
     _describe_functions(analysis, known, settings, needs)
     if mentions_custom_op(source.text):
-        unit = analysis.whole_module or _parse_whole(source)
-        found = extract_custom_ops(unit, imports, source.module, run_ops)
-        if found.ops or found.foreign:
-            analysis.custom_ops = found
+        with stage(path, "describing custom ops"):
+            unit = analysis.whole_module or _parse_whole(source)
+            found = extract_custom_ops(unit, imports, source.module, run_ops)
+            if found.ops or found.foreign:
+                analysis.custom_ops = found
     return analysis
 
 
 def _describe_functions(
     analysis: FileAnalysis, known: Mapping[str, FunctionSpec], settings: Settings, needs: frozenset[ModuleNeed]
 ) -> None:
-    source, imports = analysis.source, analysis.imports
-    bases = FUNCTION_BASES | settings.extra_bases
+    source, imports, path = analysis.source, analysis.imports, analysis.source.path
+    with stage(path, "scanning the text"):
+        bases = FUNCTION_BASES | settings.extra_bases
 
-    def is_function_base(name: str) -> bool:
-        qualified = imports.resolve(name)
-        return qualified is not None and (qualified in bases or qualified in known)
+        def is_function_base(name: str) -> bool:
+            qualified = imports.resolve(name)
+            return qualified is not None and (qualified in bases or qualified in known)
 
-    headers = outside_strings(candidate_headers(class_headers(source.text), is_function_base), source.text)
-    if not headers:
-        return
-    names = "|".join(sorted({re.escape(h.name) for h in headers}))
-    uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
-    used = (ModuleNeed.FUNCTION_USES in needs and _is_used(source.text, uses)) or _apply_needs_module(
-        source.text, names, imports, needs
-    )
-    units = None if used else _block_units(source, headers)
-    if units is None:
-        analysis.whole_module = _parse_whole(source)
-        units = [analysis.whole_module]
-    extraction = extract_functions(units, imports, source.module, known, settings.extra_bases)
+        headers = outside_strings(candidate_headers(class_headers(source.text), is_function_base), source.text)
+        if not headers:
+            return
+        names = "|".join(sorted({re.escape(h.name) for h in headers}))
+        uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
+        used = (ModuleNeed.FUNCTION_USES in needs and _is_used(source.text, uses)) or _apply_needs_module(
+            source.text, names, imports, needs
+        )
+    with stage(path, "parsing"):
+        units = None if used else _block_units(source, headers)
+        if units is None:
+            analysis.whole_module = _parse_whole(source)
+            units = [analysis.whole_module]
+    with stage(path, "building the model"):
+        extraction = extract_functions(units, imports, source.module, known, settings.extra_bases)
     analysis.functions = extraction.functions
     analysis.units = extraction.units
     analysis.open_refs = extraction.open_refs
@@ -291,14 +313,26 @@ def _container_argument(text: str, start: int) -> bool:
 
 
 def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedUnit] | None:
-    """Parse each candidate class on its own; ``None`` if one of them doesn't parse."""
-    lines = source.text.splitlines(keepends=True)
+    """Parse each candidate class on its own; ``None`` if one of them doesn't parse,
+    if two of them have the same qualified name (their rules would not know which
+    block holds which), or if a base names a candidate that has another ``class``
+    definition the blocks leave out (which may be the one the base refers to)."""
+    counts = Counter(h.name for h in headers)
+    for name in {b.split(".", 1)[0] for h in headers for b in h.base_names} & counts.keys():
+        if len(re.findall(rf"\bclass[ \t]+{name}\b", source.text)) > counts[name]:
+            return None
+    lines = split_lines(source.text)
     units: list[ParsedUnit] = []
+    qualnames: set[str] = set()
     covered_until = 0
     for header in headers:
         if header.line <= covered_until:
             continue  # nested in a block already taken
-        block = class_block(source.text, lines, header)
+        block = class_block(lines, header)
+        qualname = scope_prefix(block.enclosing) + header.name
+        if qualname in qualnames or python_rejects(block.source, source.path) is not None:
+            return None
+        qualnames.add(qualname)
         try:
             units.append(
                 ParsedUnit.parse(
@@ -309,16 +343,17 @@ def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedU
                     enclosing=block.enclosing,
                 )
             )
-        except (cst.ParserSyntaxError, RecursionError):
+        except cst.ParserSyntaxError:
             return None
         covered_until = block.last_line
     return units
 
 
 def _parse_whole(source: SourceFile) -> ParsedUnit:
+    problem = python_rejects(source.text, source.path)
+    if problem is not None:
+        raise SourceError(source.path, *problem)
     try:
         return ParsedUnit.parse(source.path, source.text)
     except cst.ParserSyntaxError as exc:
         raise SourceError(source.path, f"syntax error: {exc.message}", exc.raw_line) from None
-    except RecursionError:
-        raise SourceError(source.path, "too deeply nested to parse") from None

@@ -33,7 +33,8 @@ from autograd_lint.model.analysis import (
     syntax_check,
 )
 from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, mentions_custom_op
-from autograd_lint.model.locate import line_matches
+from autograd_lint.model.guard import run_guarded, stage
+from autograd_lint.model.locate import INDENT, line_matches
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceError, SourceFile, read_source
 from autograd_lint.model.spec import FunctionSpec
@@ -42,7 +43,7 @@ T = TypeVar("T")
 # Runs in a worker: analyse one file and derive a picklable result from it.
 FileJob = Callable[[FileAnalysis, Settings], T]
 # A class header's base list, when it holds no parentheses of its own.
-_BASE_LIST = re.compile(r"[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)")  # at line starts
+_BASE_LIST = re.compile(rf"{INDENT}class[ \t]+\w+[ \t]*\(([^)]*)\)")  # at line starts
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _AS_NAME = re.compile(r"[ \t]as[ \t]+([A-Za-z_]\w*)")
 # Below this many files a process pool costs more than it saves.
@@ -128,41 +129,43 @@ _Task = tuple[str, bool, bool]
 
 
 def _analyse(source: SourceFile, explicit: bool, state: _Round[T]) -> FileResult[T]:
-    try:
-        if explicit:
-            syntax_check(source)
-        analysis = analyze(source, state.known, state.settings, state.needs, run_ops=state.run_ops)
+    if explicit:
+        syntax_check(source)
+    analysis = analyze(source, state.known, state.settings, state.needs, run_ops=state.run_ops)
+    with stage(source.path, "running the rules"):
         result = state.job(analysis, state.settings)
-        return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
-    except SourceError as error:
-        return FileResult(source.path, error=error)
-    except Exception as error:
-        # A bug of ours, not of the file: one bad file must not end the run.  Name
-        # it so that it can be reported, and go on (exit code 2, as for an
-        # unreadable file).
-        problem = f"internal error, please report it: {type(error).__name__}: {error}"
-        return FileResult(source.path, error=SourceError(source.path, problem))
+    return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
 
 
 def _run_task(task: _Task, state: _Round[T]) -> FileResult[T]:
-    """Read one file and analyse it if it can hold a Function (workers do the reading too)."""
-    path, explicit, force = task
+    """Read one file and analyse it if it can hold a Function (workers do the reading too).
+
+    Whatever goes wrong, in the file or in our code, becomes the file's one error
+    (see :mod:`autograd_lint.model.guard`): one file never ends the run.
+    """
+    path = task[0]
     try:
-        source = read_source(path)
+        return run_guarded(path, "reading the file", lambda: _read_and_analyse(task, state))
     except SourceError as error:
         return FileResult(path, error=error)
-    if state.mention is not None:
-        wanted = force or state.mention.search(source.text) is not None
-    else:
-        wanted = (
-            force
-            or explicit
-            or mentions_function(path, source.text, state.extra_words)
-            or mentions_custom_op(source.text)
-        )
-    if wanted:
-        return _analyse(source, explicit, state)
-    return FileResult(path, analysed=False, base_names=_base_names(source.text))
+
+
+def _read_and_analyse(task: _Task, state: _Round[T]) -> FileResult[T]:
+    path, explicit, force = task
+    source = read_source(path)
+    with stage(path, "deciding whether the file can hold a Function"):
+        if state.mention is not None:
+            wanted = force or state.mention.search(source.text) is not None
+        else:
+            wanted = (
+                force
+                or explicit
+                or mentions_function(path, source.text, state.extra_words)
+                or mentions_custom_op(source.text)
+            )
+        if not wanted:
+            return FileResult(path, analysed=False, base_names=_base_names(source.text))
+    return _analyse(source, explicit, state)
 
 
 # Set once per worker process, so that tasks do not pickle the round's state again.

@@ -18,6 +18,8 @@ from autograd_lint.model import semantic, traverse
 from autograd_lint.model.exprs import dotted_name, is_literal, is_none
 from autograd_lint.model.flow import return_statements as flow_returns
 from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.locate import scope_prefix
+from autograd_lint.model.source import split_lines
 from autograd_lint.model.spec import (
     FUNCTION_METHODS,
     CtxCall,
@@ -168,13 +170,6 @@ def _compound_bodies(statement: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
         yield _block(handler.body)
 
 
-def _prefix(enclosing: tuple[tuple[str, str], ...]) -> str:
-    parts = []
-    for kind, name in enclosing:
-        parts.append(f"{name}.<locals>" if kind == "def" else name)
-    return ".".join(parts) + "." if parts else ""
-
-
 def extract_functions(
     units: Sequence[ParsedUnit],
     imports: ImportMap,
@@ -187,38 +182,33 @@ def extract_functions(
     ``known`` maps the full names of Functions found in other files of the run to
     their specs.
     """
-    classes = [c for u in units for c in _walk_classes(u.module.body, _prefix(u.enclosing), u)]
-    local_names: dict[str, list[ClassInfo]] = {}
+    classes = [c for u in units for c in _walk_classes(u.module.body, scope_prefix(u.enclosing), u)]
+    by_qualname: dict[str, list[ClassInfo]] = {}
     for info in classes:
-        local_names.setdefault(info.qualname.rsplit(".", 1)[-1], []).append(info)
-        local_names.setdefault(info.qualname, []).append(info)
+        by_qualname.setdefault(info.qualname, []).append(info)
     function_bases = FUNCTION_BASES | extra_bases
-    specs: dict[str, FunctionSpec] = {}
+    # Keyed by node: two classes of one name in one scope (a common test pattern) are two Functions.
+    specs: dict[cst.ClassDef, FunctionSpec] = {}
     open_refs: set[str] = set()
-
-    def local_spec(text: str, user: ClassInfo) -> ClassInfo | None:
-        options = [c for c in local_names.get(text, ()) if c is not user]
-        before = [c for c in options if c.node is not user.node]
-        return before[0] if before else None
 
     changed = True
     while changed:
         changed = False
         for info in classes:
-            if info.qualname in specs:
+            if info.node in specs:
                 continue
             is_function = False
             complete = True
             base_specs: list[FunctionSpec] = []
             resolved_names: list[str] = []
             for text in info.base_texts:
-                local = local_spec(text, info)
+                local = _visible_class(text, info, by_qualname)
                 qualified = imports.resolve(text) if local is None else None
                 if local is not None:
                     resolved_names.append(f"{module}.{local.qualname}" if module else local.qualname)
-                    if local.qualname in specs:
+                    if local.node in specs:
                         is_function = True
-                        base_specs.append(specs[local.qualname])
+                        base_specs.append(specs[local.node])
                     else:
                         complete = False
                 elif qualified in function_bases:
@@ -235,13 +225,37 @@ def extract_functions(
                     if qualified is not None and not qualified.startswith("builtins."):
                         open_refs.add(qualified)
             if is_function:
-                specs[info.qualname] = _describe(
+                specs[info.node] = _describe(
                     info, imports, module, tuple(resolved_names), tuple(base_specs), complete
                 )
                 changed = True
     ordered = sorted(specs.values(), key=lambda s: (s.position.line, s.position.column))
-    units_by_name = {info.qualname: info.unit for info in classes if info.qualname in specs}
+    units_by_name = {info.qualname: info.unit for info in classes if info.node in specs}
     return Extraction(ordered, units_by_name, open_refs)
+
+
+def _visible_class(text: str, user: ClassInfo, by_qualname: Mapping[str, list[ClassInfo]]) -> ClassInfo | None:
+    """The class of this file that the base ``text``, written in ``user``'s header, names.
+
+    As Python looks names up: in the scope holding the ``class`` statement, then in
+    the enclosing functions' scopes (not enclosing class bodies), then the module.
+    Of several classes of that name in one scope, the last one defined before
+    ``user`` (else the first after it, for a base referred to at call time).
+    """
+    scope = user.qualname[: len(user.qualname) - len(user.node.name.value)]
+    line = user.unit.position(user.node).line
+    parts = scope.split(".")[:-1]
+    prefixes = [scope]
+    prefixes += [".".join(parts[:end]) + "." for end in range(len(parts) - 1, 0, -1) if parts[end - 1] == "<locals>"]
+    if scope:
+        prefixes.append("")
+    for prefix in prefixes:
+        options = [c for c in by_qualname.get(prefix + text, ()) if c is not user]
+        if options:
+            lines = [c.unit.position(c.node).line for c in options]
+            before = [c for c, at in zip(options, lines) if at < line]
+            return before[-1] if before else options[0]
+    return None
 
 
 def _describe(
@@ -659,7 +673,7 @@ def is_decorated(function: FunctionSpec, text: str) -> bool:
     """
     if function.decorators:
         return True
-    lines = text.splitlines()
+    lines = split_lines(text)
     index = function.position.line - 2
     while index >= 0:
         line = lines[index].strip()

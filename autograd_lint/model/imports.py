@@ -17,12 +17,12 @@ import builtins
 import re
 from dataclasses import dataclass, field
 
-from autograd_lint.model.locate import line_matches
+from autograd_lint.model.locate import INDENT, line_matches
 
 # An import statement: `from x import (a,\n b)`, `from x import a, \\\n b`, `import a.b as c`.
 # (Matched at the starts of the lines holding "import"; see locate.line_matches.)
 _IMPORT = re.compile(
-    r"[ \t]*(?:from[ \t]+\.*[\w.]*[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*(?:\\\r?\n[^\n]*)*)"
+    rf"{INDENT}(?:from[ \t]+\.*[\w.]*[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*(?:\\\r?\n[^\n]*)*)"
     r"|import[ \t]+[^\n]*(?:\\\r?\n[^\n]*)*)"
 )
 _BUILTINS = frozenset(dir(builtins))

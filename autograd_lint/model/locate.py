@@ -25,12 +25,15 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
+# Indentation as Python's tokenizer reads it: spaces, tabs, and form feeds, which
+# reset the column to 0 (so only what follows the last one counts).
+INDENT = r"[ \t\f]*"
 # Matched at line starts found by `line_matches`, not with re.MULTILINE: jumping
 # between occurrences of the keyword is several times faster than a `^` scan.
-_HEADER = re.compile(r"([ \t]*)class[ \t]+(\w+)[ \t]*\(")
-_SCOPE = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)", re.MULTILINE)
+_HEADER = re.compile(rf"({INDENT})class[ \t]+(\w+)[ \t]*\(")
+_SCOPE = re.compile(rf"({INDENT})(?:async[ \t]+)?(def|class)[ \t]+(\w+)")
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 
 
@@ -101,7 +104,7 @@ def class_headers(text: str) -> list[ClassHeader]:
         headers.append(
             ClassHeader(
                 name=match.group(2),
-                indent=match.group(1),
+                indent=match.group(1).rpartition("\f")[2],
                 offset=match.start(),
                 line=line,
                 base_names=frozenset(n.rstrip(".") for n in _DOTTED.findall(bases)),
@@ -181,45 +184,63 @@ def candidate_headers(
     return [kept[offset] for offset in sorted(kept)]
 
 
-def _indent_width(line: str) -> int:
-    return len(line) - len(line.lstrip(" \t"))
+def _indentation(line: str) -> tuple[str, str]:
+    """A line's indentation as Python counts it (what follows its last form feed), and the rest."""
+    rest = line.lstrip(" \t\f")
+    return line[: len(line) - len(rest)].rpartition("\f")[2], rest
 
 
-def _enclosing_scopes(lines: list[str], index: int, indent: int) -> tuple[tuple[str, str], ...]:
+def _is_code(rest: str) -> bool:
+    """Whether a line whose indentation was removed holds code (not blank, not a comment)."""
+    return rest not in ("", "\n", "\r\n") and not rest.startswith("#")
+
+
+def _enclosing_scopes(lines: Sequence[str], index: int, indent: int) -> tuple[tuple[str, str], ...]:
     scopes: list[tuple[str, str]] = []
     for previous in range(index - 1, -1, -1):
         if indent == 0:
             break
         match = _SCOPE.match(lines[previous])
-        if match and len(match.group(1)) < indent:
-            scopes.insert(0, (match.group(2), match.group(3)))
-            indent = len(match.group(1))
+        if match:
+            width = len(match.group(1).rpartition("\f")[2])
+            if width < indent:
+                scopes.insert(0, (match.group(2), match.group(3)))
+                indent = width
     return tuple(scopes)
 
 
-def class_block(text: str, lines: list[str], header: ClassHeader) -> ClassBlock:
-    """Cut the class that starts at ``header`` out of ``text`` and dedent it.
+def scope_prefix(enclosing: tuple[tuple[str, str], ...]) -> str:
+    """The qualified-name prefix of a class nested in ``enclosing`` (``f.<locals>.Outer.``)."""
+    parts = []
+    for kind, name in enclosing:
+        parts.append(f"{name}.<locals>" if kind == "def" else name)
+    return ".".join(parts) + "." if parts else ""
 
-    ``lines`` is ``text.splitlines(keepends=True)``, passed in so that a file with
-    several classes is split once.
+
+def class_block(lines: Sequence[str], header: ClassHeader) -> ClassBlock:
+    """Cut the class that starts at ``header`` out of the file's ``lines`` and dedent it.
+
+    ``lines`` is :func:`autograd_lint.model.source.split_lines` of the text,
+    passed in so that a file with several classes is split once.
     """
     start = header.line - 1
     indent = len(header.indent)
     end = start + 1
     while end < len(lines):
-        stripped = lines[end].strip()
-        if stripped and not stripped.startswith("#") and _indent_width(lines[end]) <= indent:
+        own_indent, rest = _indentation(lines[end])
+        if _is_code(rest) and len(own_indent) <= indent:
             break
         end += 1
     # Trailing blank and comment lines belong to what follows.
-    while end - 1 > start and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+    while end - 1 > start and not _is_code(_indentation(lines[end - 1])[1]):
         end -= 1
     body = []
     for line in lines[start:end]:
-        if line.startswith(header.indent):
-            body.append(line[indent:])
+        own_indent, rest = _indentation(line)
+        if own_indent.startswith(header.indent):
+            body.append(own_indent[indent:] + rest)
         else:
-            body.append(line.lstrip(" \t"))  # a comment or blank line left of the class
+            body.append(rest)  # a comment or blank line left of the class
     return ClassBlock(
         header=header,
         source="".join(body),

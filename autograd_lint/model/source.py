@@ -1,12 +1,22 @@
-"""Reading Python source files: bytes to text, with one clear error per bad file."""
+r"""Reading Python source files: bytes to text, with one clear error per bad file.
+
+It also holds the one definition of a *line* that every scan, cut and position
+uses, Python's tokenizer's: a line ends at ``\n``, ``\r\n`` or a lone ``\r``,
+and nowhere else.  ``str.splitlines()`` also splits at form feeds, U+2028,
+U+0085 and other characters that Python reads as part of a line (in a comment,
+a string, or indentation); it must not be used on source text.
+"""
 
 from __future__ import annotations
 
 import functools
 import io
 import os
+import re
 import tokenize
 from dataclasses import dataclass
+
+_LONE_CR = re.compile(r"\r(?!\n)")
 
 
 class SourceError(Exception):
@@ -32,11 +42,46 @@ class SourceError(Exception):
 
 @dataclass(frozen=True)
 class SourceFile:
-    """The decoded text of one file, and the dotted module name it would import as."""
+    r"""The decoded text of one file, and the dotted module name it would import as.
+
+    ``text`` has its lone ``\r`` line breaks (old Mac files, mixed endings) turned
+    into ``\n``, as Python's tokenizer and flake8 read them: the same length, so
+    offsets, lines and columns are the file's, and every scan can look for ``\n``
+    alone.  ``\r\n`` is kept.
+    """
 
     path: str
     text: str
     module: str | None
+
+    def __post_init__(self) -> None:
+        if "\r" in self.text:
+            object.__setattr__(self, "text", without_lone_cr(self.text))
+
+
+def without_lone_cr(text: str) -> str:
+    r"""``text`` with each ``\r`` that is not followed by ``\n`` replaced by ``\n``."""
+    return _LONE_CR.sub("\n", text)
+
+
+def has_lone_cr(text: str) -> bool:
+    r"""Whether ``text`` ends a line with a lone ``\r``."""
+    return "\r" in text and _LONE_CR.search(text) is not None
+
+
+@functools.lru_cache(maxsize=16)
+def split_lines(text: str) -> tuple[str, ...]:
+    r"""``text``'s lines as Python's tokenizer counts them, each with its line break.
+
+    ``text`` is a :class:`SourceFile`'s (no lone ``\r``); unlike
+    ``str.splitlines(keepends=True)``, only ``\n`` ends a line.  Cached: the
+    engine and the rules ask for the lines of the same file again and again.
+    """
+    lines = [line + "\n" for line in text.split("\n")]
+    last = lines.pop()[:-1]
+    if last:
+        lines.append(last)
+    return tuple(lines)
 
 
 def decode_source(data: bytes, path: str) -> str:
@@ -46,7 +91,7 @@ def decode_source(data: bytes, path: str) -> str:
     """
     nul = data.find(b"\x00")
     if nul != -1:
-        line = data.count(b"\n", 0, nul) + 1
+        line = _byte_line(data, nul)
         raise SourceError(path, "contains a NUL byte; is it a Python file?", line)
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
@@ -59,7 +104,7 @@ def decode_source(data: bytes, path: str) -> str:
     try:
         text = data.decode("utf-8-sig" if encoding == "utf-8-sig" else encoding)
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line = _byte_line(data, exc.start)
         bad = data[exc.start : exc.start + 1].hex()
         raise SourceError(
             path, f"cannot be decoded as {encoding} (byte 0x{bad} at offset {exc.start})", line
@@ -69,6 +114,12 @@ def decode_source(data: bytes, path: str) -> str:
     if cookie_problem is not None:
         raise SourceError(path, f"bad encoding declaration: {cookie_problem}")
     return text
+
+
+def _byte_line(data: bytes, offset: int) -> int:
+    r"""The 1-based line of byte ``offset`` (``\n``, ``\r\n`` and a lone ``\r`` end lines)."""
+    before = data[:offset]
+    return before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") + 1
 
 
 def module_name(path: str | os.PathLike[str]) -> str | None:

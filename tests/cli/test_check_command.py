@@ -176,6 +176,6 @@ def test_an_internal_error_names_the_file_and_the_run_goes_on(tmp_path: Path) ->
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip() == (
-        "error: buggy.py: internal error, please report it: ValueError: boom"
+        "error: buggy.py: internal error while running AGL001, please report it: ValueError: boom"
     )
     assert "other.py:12:9: AGL001 Other.backward returns 1 gradient" in result.stdout

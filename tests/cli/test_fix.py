@@ -239,6 +239,8 @@ def test_a_fix_that_crashes_is_reported_and_the_file_left_alone(
     path.write_text(FIXABLE)
     monkeypatch.setattr(ContainerReturn, "fixer", _CrashingFixer)
     result = fix_file(str(path), {}, Settings(select=("AGL016",)), unsafe=False, write=True)
-    assert [e.problem for e in result.errors] == ["the AGL016 fix failed: KeyError('bug')"]
+    assert [e.problem for e in result.errors] == [
+        "internal error while fixing AGL016, please report it: KeyError: 'bug'"
+    ]
     assert [d.code for d in result.remaining] == ["AGL016"]
     assert path.read_text() == FIXABLE

@@ -1,0 +1,176 @@
+"""Running the work done for one file so that nothing in it can end the run.
+
+Every per-file stage (gate, text scans, parse, model, rules, fixes, gen-tests
+analysis) runs inside :func:`run_guarded`, and names itself with :func:`stage`.
+Any exception, ``RecursionError`` and ``MemoryError`` included, becomes one
+:class:`~autograd_lint.model.source.SourceError` naming the file and the stage:
+the front ends print it as one line, skip that file, report every other file and
+exit 2.
+
+Valid code can be deep: CPython 3.11 compiles expressions nested about 2,990
+deep (a ``return`` summing 2,990 terms, 2,989 chained attributes), and libcst's
+parser, its code generator and position provider and our own tree walks recurse
+once or more per level.  So the work runs in a thread with a large stack and a
+raised recursion limit, both measured (see ``docs/robustness.md``): with
+:data:`RECURSION_LIMIT` every expression CPython compiles at its default limit
+is analysed, fixed and given positions, and :data:`STACK_BYTES` leaves many times
+the C stack those frames need.  The stack is address space, not memory: only
+the pages a deep file touches are used.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+from autograd_lint.model.source import SourceError
+
+T = TypeVar("T")
+
+# The deepest expression CPython 3.11 compiles (about 2,990 levels) needs about
+# 6,100 frames to be checked and fixed (worst shape measured; see docs/robustness.md).
+RECURSION_LIMIT = 20_000
+# libcst's native parser needs up to 6.6 kB of C stack per nesting level (nested
+# calls), Python frames that pass through C about 1 kB: 512 MiB covers the limit
+# above with a wide margin, and the parser's depth check (see analysis) the rest.
+STACK_BYTES = 512 * 1024 * 1024
+# CPython's default recursion limit: code it compiles at that limit is what must be analysed.
+CPYTHON_RECURSION_LIMIT = 1000
+# How much of an exception's own message goes into the line printed for it.
+_MESSAGE_CHARS = 160
+
+_state = threading.local()
+
+
+@contextmanager
+def stage(path: str, name: str) -> Iterator[None]:
+    """Name the stage of the work on ``path`` that runs inside this block.
+
+    An exception raised inside becomes a :class:`SourceError` that says so; a
+    ``SourceError`` (a problem of the file, already described) passes unchanged.
+    """
+    try:
+        yield
+    except SourceError:
+        raise
+    except Exception as error:  # RecursionError and MemoryError are Exceptions too
+        raise SourceError(path, describe(error, name)) from None
+
+
+def describe(error: BaseException, stage_name: str) -> str:
+    """One line saying what went wrong in ``stage_name``, whatever ``error`` holds."""
+    if isinstance(error, RecursionError):
+        return f"too deeply nested to analyse (recursion limit reached while {stage_name})"
+    if isinstance(error, MemoryError):
+        return f"ran out of memory while {stage_name}"
+    return f"internal error while {stage_name}, please report it: {type(error).__name__}{_message(error)}"
+
+
+def _message(error: BaseException) -> str:
+    # A KeyError's message is the repr of its key, which for a libcst node is
+    # dozens of lines (and can itself recurse too deep): name such arguments by type.
+    if not all(isinstance(arg, (str, int, float)) for arg in error.args):
+        text = ", ".join(
+            repr(arg) if isinstance(arg, (str, int, float)) else f"<{type(arg).__name__}>" for arg in error.args
+        )
+    else:
+        try:
+            text = str(error)
+        except Exception:
+            text = ""
+    lines = text.strip().splitlines()
+    if not lines:
+        return ""
+    first = lines[0]
+    if len(first) > _MESSAGE_CHARS or len(lines) > 1:
+        first = first[:_MESSAGE_CHARS] + " ..."
+    return f": {first}"
+
+
+def run_guarded(path: str, stage_name: str, work: Callable[[], T]) -> T:
+    """``work()``, run with room for deep code; raises :class:`SourceError` for any failure.
+
+    ``stage_name`` names what ``work`` does where no inner :func:`stage` says more.
+    Calls nest: inside a guarded call, ``work`` runs directly.
+    """
+    if getattr(_state, "active", False):
+        with stage(path, stage_name):
+            return work()
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        _state.active = True
+        try:
+            with stage(path, stage_name):
+                outcome.append(work())
+        except BaseException as error:  # re-raised in the caller's thread
+            failure.append(error)
+        finally:
+            _state.active = False
+
+    thread = _start(target)
+    if thread is None:  # no thread with a large stack could be made: go on with what there is
+        target()
+    else:
+        thread.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _start(target: Callable[[], None]) -> threading.Thread | None:
+    previous_limit = sys.getrecursionlimit()
+    try:
+        previous_size = threading.stack_size(STACK_BYTES)
+    except (ValueError, RuntimeError):
+        return None
+    try:
+        thread = threading.Thread(target=_with_limit(target, previous_limit), daemon=True)
+        thread.start()
+    except (RuntimeError, MemoryError):
+        return None
+    finally:
+        threading.stack_size(previous_size)
+    return thread
+
+
+def _with_limit(target: Callable[[], None], previous: int) -> Callable[[], None]:
+    # The limit is the interpreter's, not the thread's: raised only while the
+    # caller waits for this thread, and put back afterwards.
+    def run() -> None:
+        sys.setrecursionlimit(max(previous, RECURSION_LIMIT))
+        try:
+            target()
+        finally:
+            sys.setrecursionlimit(previous)
+
+    return run
+
+
+def compile_like_cpython(text: str, path: str) -> None:
+    """Parse ``text`` with CPython as ``python`` would, at its default recursion limit.
+
+    Raises what ``compile`` raises: ``SyntaxError`` (and its subclasses),
+    ``ValueError`` for NUL bytes, ``RecursionError`` or ``MemoryError`` for code
+    nested deeper than CPython accepts.  Called before any libcst parse: libcst's
+    native parser takes time and memory that grow faster than the depth (a
+    20,000-term sum runs for minutes, 4,000 nested calls take 1.8 GB) and
+    overflows its stack further on, where CPython stops with an error.  Within the
+    raised limit of :func:`run_guarded` CPython would accept far deeper code, so
+    the limit is lowered to the default, counted from the current depth, for the call.
+    """
+    frames = 0
+    frame = sys._getframe()
+    while frame is not None:
+        frames += 1
+        frame = frame.f_back
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(CPYTHON_RECURSION_LIMIT + frames)
+    try:
+        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    finally:
+        sys.setrecursionlimit(previous)

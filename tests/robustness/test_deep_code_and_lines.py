@@ -1,0 +1,110 @@
+"""Valid code that real files contain: deep expressions, odd line boundaries (issue 13).
+
+Each file holds the same bug (AGL001: one gradient for two inputs), so each must
+be reported at its own line, in one run next to a file that can't be parsed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from fuzz_support import FUNCTION, SENTINEL_FINDING
+
+from autograd_lint.fix import fix_file
+from autograd_lint.model.source import split_lines
+from autograd_lint.settings import Settings
+
+
+def _with_return(expression: str) -> str:
+    return FUNCTION.replace("return a * b\n", f"return {expression}\n")
+
+
+CASES = {
+    # name: (text, line of the AGL001 finding)
+    "deep_sum.py": (_with_return(" + ".join(["a * b"] * 600)), 13),
+    "deep_calls.py": (_with_return("f(" * 199 + "a" + ")" * 199), 13),
+    "deep_attributes.py": (_with_return("a" + ".t" * 2_000), 13),
+    "u2028_above.py": (FUNCTION.replace("import torch\n", "import torch\n# see\u2028below\n"), 14),
+    "form_feed_above.py": (FUNCTION.replace("import torch\n", "import torch\n\x0c\n# page two\n"), 15),
+    "form_feed_before_class.py": (FUNCTION.replace("\nclass Mul", "\n\x0cclass Mul"), 13),
+    "u2028_in_class.py": (
+        FUNCTION.replace("    @staticmethod\n    def backward", "    # note\u2028more\n    @staticmethod\n    def backward"),
+        14,
+    ),
+    "nel_in_string.py": (FUNCTION.replace("ctx.save_for_backward(a, b)", "ctx.save_for_backward(a, b)  # a\x85b"), 13),
+}
+# A mark_dirty after a line holding U+2028 was once cut off, and AGL008 reported falsely.
+DIRTY = (
+    "import torch\n\n\nclass AddOne(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x, flag):\n        x.add_(1)\n        if flag:\n"
+    "            return x  # fast path\u2028no copy\n        ctx.mark_dirty(x)\n        return x\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g, None\n"
+)
+
+
+def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autograd_lint", "check", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_deep_code_and_line_boundaries_are_analysed_in_a_run_that_goes_on(tmp_path: Path) -> None:
+    for name, (text, _) in CASES.items():
+        (tmp_path / name).write_text(text, encoding="utf-8", newline="")
+        compile(text, name, "exec")  # every case is valid Python
+    (tmp_path / "cr_only.py").write_bytes(FUNCTION.replace("\n", "\r").encode())
+    (tmp_path / "crlf.py").write_bytes(FUNCTION.replace("\n", "\r\n").encode())
+    (tmp_path / "dirty.py").write_text(DIRTY, encoding="utf-8", newline="")
+    # Not valid: CPython stops at 200 nested parentheses.
+    (tmp_path / "calls_1000.py").write_text(_with_return("f(" * 1000 + "a" + ")" * 1000))
+    result = check("--select", "ALL", "--jobs", "2", ".", cwd=tmp_path)
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ./calls_1000.py:8: syntax error: too many nested parentheses")
+    assert len(result.stderr.splitlines()) == 1
+    assert result.returncode == 2
+    findings = {line.split(":")[0]: line for line in result.stdout.splitlines() if ": AGL" in line}
+    for name, (_, line) in CASES.items():
+        assert f"./{name}:{line}:9: AGL001 " in result.stdout, name
+    assert "./cr_only.py" + SENTINEL_FINDING in result.stdout
+    assert "./crlf.py" + SENTINEL_FINDING in result.stdout
+    assert "./dirty.py" not in findings
+
+
+def test_a_cr_only_file_gets_what_flake8_reports(tmp_path: Path) -> None:
+    (tmp_path / "cr_only.py").write_bytes(FUNCTION.replace("\n", "\r").encode())
+    flake8 = subprocess.run(
+        [sys.executable, "-m", "flake8", "--select", "AGL", "cr_only.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    cli = check("cr_only.py", cwd=tmp_path)
+    flake8_lines = [line.removeprefix("./") for line in flake8.stdout.splitlines()]
+    assert flake8_lines == [line for line in cli.stdout.splitlines() if ": AGL" in line]
+    assert flake8_lines and flake8_lines[0].startswith("cr_only.py:13:9: AGL001")
+
+
+FIXABLE_CR = (
+    "import torch\r\r\rclass Neg(torch.autograd.Function):\r    @staticmethod\r"
+    "    def forward(ctx, x):\r        return -x\r\r    @staticmethod\r"
+    "    def backward(ctx, grad):\r        return [-grad]\r"
+)
+
+
+def test_fix_keeps_a_cr_only_file_cr_only_and_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "pair.py"
+    path.write_bytes(FIXABLE_CR.encode())
+    settings = Settings(select=("AGL016",))
+    first = fix_file(str(path), {}, settings, unsafe=True, write=True)
+    assert first.changed and not first.errors
+    data = path.read_bytes()
+    assert b"\n" not in data and b"return (-grad,)\r" in data
+    compile(data, "pair.py", "exec")
+    second = fix_file(str(path), {}, settings, unsafe=True, write=True)
+    assert not second.changed and path.read_bytes() == data
+
+
+def test_lines_are_pythons_lines() -> None:
+    text = "a = 1  # \u2028 \x0c \x85 \x1c\nb = '\u2029'\r\nc\n"
+    assert split_lines(text) == ["a = 1  # \u2028 \x0c \x85 \x1c\n", "b = '\u2029'\r\n", "c\n"]
+    assert len(text.splitlines()) == 8  # what str.splitlines() gets wrong
