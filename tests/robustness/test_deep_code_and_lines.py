@@ -106,5 +106,5 @@ def test_fix_keeps_a_cr_only_file_cr_only_and_is_idempotent(tmp_path: Path) -> N
 
 def test_lines_are_pythons_lines() -> None:
     text = "a = 1  # \u2028 \x0c \x85 \x1c\nb = '\u2029'\r\nc\n"
-    assert split_lines(text) == ["a = 1  # \u2028 \x0c \x85 \x1c\n", "b = '\u2029'\r\n", "c\n"]
+    assert split_lines(text) == ("a = 1  # \u2028 \x0c \x85 \x1c\n", "b = '\u2029'\r\n", "c\n")
     assert len(text.splitlines()) == 8  # what str.splitlines() gets wrong
