@@ -21,7 +21,13 @@ from typing import Mapping
 
 import libcst as cst
 
-from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, extract_custom_ops, mentions_custom_op
+from autograd_lint.model.custom_ops import (
+    CustomOpModule,
+    RunCustomOps,
+    custom_op_source,
+    extract_custom_ops,
+    mentions_custom_op,
+)
 from autograd_lint.model.extract import FUNCTION_BASES, ParsedUnit, extract_functions
 from autograd_lint.model.guard import compile_like_cpython, stage
 from autograd_lint.model.imports import ImportMap
@@ -145,11 +151,31 @@ def analyze(
     _describe_functions(analysis, known, settings, needs)
     if mentions_custom_op(source.text):
         with stage(path, "describing custom ops"):
-            unit = analysis.whole_module or _parse_whole(source)
-            found = extract_custom_ops(unit, imports, source.module, run_ops)
-            if found.ops or found.foreign:
-                analysis.custom_ops = found
+            unit = analysis.whole_module or _custom_op_unit(source, imports)
+            if unit is not None:
+                found = extract_custom_ops(unit, imports, source.module, run_ops)
+                if found.ops or found.foreign:
+                    analysis.custom_ops = found
     return analysis
+
+
+def _custom_op_unit(source: SourceFile, imports: ImportMap) -> ParsedUnit | None:
+    """The statements of ``source`` that can define or register a custom op, parsed
+    (positions are the file's); ``None`` when there are none.
+
+    Most files that mention a custom-op word use it in a few statements, or only in
+    text; the whole module is parsed only when the statements can't be cut out.
+    """
+    picked = custom_op_source(source.text, imports)
+    if picked is None:
+        return None
+    text, line_map = picked
+    if line_map is not None and python_rejects(text, source.path) is None:
+        try:
+            return ParsedUnit.parse(source.path, text, line_map=line_map)
+        except cst.ParserSyntaxError:
+            pass
+    return _parse_whole(source)
 
 
 def _describe_functions(

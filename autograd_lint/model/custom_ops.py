@@ -27,6 +27,8 @@ describes a Function's methods, so the rules about ``ctx`` read both alike.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Sequence
@@ -36,6 +38,8 @@ import libcst as cst
 from autograd_lint.model.exprs import dotted_name
 from autograd_lint.model.extract import MethodBuilder, ParsedUnit
 from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.locate import Statements
+from autograd_lint.model.source import split_lines
 from autograd_lint.model.spec import FunctionSpec, MethodSpec, Param, ParamKind, Position
 
 CUSTOM_OP_FACTORIES = frozenset(
@@ -78,6 +82,205 @@ _OP_NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_][\w.]*$")
 def mentions_custom_op(text: str) -> bool:
     """The cheap gate: can this file define or register a custom op?"""
     return "torch" in text and _GATE.search(text) is not None
+
+
+# The last part of every name the finder resolves to something it reads: a statement
+# that can define an op, register on one, define a Library op or alias one of those
+# names spells one of these words in its code, or a local name bound to one (``co``).
+_FINDER_NAMES = CUSTOM_OP_FACTORIES | TRITON_OP_FACTORIES | _ALIASABLE | LIBRARY_CLASSES
+_FINDER_WORDS = frozenset(name.rpartition(".")[2] for name in _FINDER_NAMES) | frozenset(OP_METHODS) | {"define"}
+_IDENTIFIER = re.compile(r"(?<![\w.])[A-Za-z_]\w*")  # not an attribute: `a.b` spells `a`
+_DEF_NAME = re.compile(r"\bdef[ \t]+([A-Za-z_]\w*)")
+# A statement-level assignment whose value may be a bare dotted name (the finder's
+# alias form ``name = torch.library.register_fake``): from ``=``, group 1 what follows
+# on its line when that is parentheses, a dotted name and a backslash at most (group 2);
+# then what precedes ``=`` on its line must be the name, perhaps annotated.
+_ALIAS_VALUE = re.compile(
+    r"=([ \t(]*(?:[A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)?[ \t().]*)(\\?)[ \t]*(?:#[^\n]*)?\r?$", re.MULTILINE
+)
+_ALIAS_TARGET = re.compile(r"(?:.*;)?[ \t\f]*([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?")
+
+
+def custom_op_source(text: str, imports: ImportMap) -> tuple[str, list[int] | None] | None:
+    """The lines of ``text`` that hold the statements the custom-op finder can read
+    anything from, and the file's line of each (1-based); ``None`` when no statement
+    can matter (the file has no custom op).  ``(text, None)`` when the statements can't
+    be told apart by a text scan.
+
+    A statement matters when its code (strings and comments left out) names something
+    the finder resolves: an attribute spelled as one of :data:`_FINDER_WORDS`
+    (``torch.library.impl``, ``op.register_fake``, ``lib.define``), or a bare name
+    imported as one of them or assigned a bare dotted name that is one (to a fixed
+    point), or when it holds a ``def`` whose name a statement that matters spells
+    outside an attribute (a function handed to a registration or to a call-form op:
+    every ``def`` of that name, so that the finder's "the only ``def`` of that name"
+    reads as in the whole module).  A ``class``, or a ``def`` that no decorator or name
+    makes an op or a registered function, keeps its header and, of its body, what
+    matters; every other statement that matters is kept whole, lines and columns as
+    in the file.
+    """
+    lines = split_lines(text)
+    scan = Statements(text, lines)
+    starts = scan.span_starts
+
+    def in_code(offset: int) -> bool:
+        inside = bisect.bisect_right(starts, offset) - 1
+        return inside < 0 or scan.spans[inside][1] <= offset
+
+    # Bare names bound to what the finder reads: imports, then aliases, to a fixed point.
+    local = {
+        name
+        for name, qualified in imports.aliases.items()
+        if qualified in _FINDER_NAMES or qualified.rpartition(".")[2] in _FINDER_WORDS
+    }
+    aliases = []
+    for match in _ALIAS_VALUE.finditer(text):
+        target = _ALIAS_TARGET.fullmatch(text, text.rfind("\n", 0, match.start()) + 1, match.start())
+        if target is None or not in_code(match.start()):
+            continue
+        value = match.group(1)
+        if match.group(2) or not value.strip(" \t("):
+            value = _COMMENT.sub("", _value_after(text, match.start(1)))  # the value goes on over lines
+            if _DOTTED_VALUE.fullmatch(value) is None:
+                continue
+        aliases.append((target.group(1), value))
+    while True:
+        pattern = _hits_pattern(local)
+        new = {name for name, value in aliases if name not in local and pattern.search(value)}
+        if not new:
+            break
+        local |= new
+    # A def's or class's own name is not a use of it.
+    hits = [m.start() for m in pattern.finditer(text) if in_code(m.start()) and not _defines(text, m.start())]
+    if not hits:
+        return None
+    defs = [(m.start(1), m.group(1)) for m in _DEF_NAME.finditer(text)]
+    spelled: set[str] = set()
+    while True:
+        selection = _Selection(scan, hits, sorted(offset for offset, name in defs if name in spelled), spelled)
+        if not selection.select(0, len(lines), ""):
+            return text, None
+        if selection.spelled <= spelled:
+            break
+        spelled = selection.spelled
+    kept = [index for index, keep in enumerate(selection.keep_line) if keep]
+    return "".join(lines[index] for index in kept), [index + 1 for index in kept]
+
+
+_ATTRIBUTE_WORDS = r"\.[ \t]*(?:" + "|".join(sorted(_FINDER_WORDS)) + r")\b"
+
+
+@functools.lru_cache(maxsize=64)
+def _hits_pattern_for(local: frozenset[str]) -> re.Pattern[str]:
+    if not local:
+        return re.compile(_ATTRIBUTE_WORDS)
+    # The lookahead on first characters lets the engine skip most positions at once.
+    first = "".join(sorted({re.escape(name[0]) for name in local} | {r"\."}))
+    names = "|".join(map(re.escape, sorted(local)))
+    return re.compile(rf"(?=[{first}])(?:{_ATTRIBUTE_WORDS}|(?<![\w.])(?:{names})\b)")
+
+
+def _hits_pattern(local: set[str]) -> re.Pattern[str]:
+    """Where the finder may read something: an attribute named as one of its words, or a
+    bare ``local`` name."""
+    return _hits_pattern_for(frozenset(local))
+
+
+def _defines(text: str, offset: int) -> bool:
+    """Whether the word at ``offset`` is the name of a ``def`` or ``class`` statement."""
+    window = text[max(0, offset - 32) : offset]
+    before = window.rstrip(" \t")
+    if len(before) == len(window):
+        return False  # no space before the word
+    for keyword in ("def", "class"):
+        if before.endswith(keyword):
+            rest = before[: -len(keyword)]
+            if not rest or not (rest[-1].isalnum() or rest[-1] == "_"):
+                return True
+    return False
+
+
+def _value_after(code: str, start: int) -> str:
+    """The code of an assigned value that starts at ``start`` and goes on over lines
+    (brackets left open, backslashes), up to the end of its logical line."""
+    depth = 0
+    position = start
+    while True:
+        end = code.find("\n", position)
+        end = len(code) if end == -1 else end
+        depth += _balance(code, position, end)
+        if end == len(code) or (depth <= 0 and not code[position:end].rstrip(" \t\r").endswith("\\")):
+            return code[start:end]
+        position = end + 1
+
+
+def _balance(code: str, start: int, end: int) -> int:
+    return sum(code.count(c, start, end) for c in "([{") - sum(code.count(c, start, end) for c in ")]}")
+
+
+_COMMENT = re.compile(r"#[^\n]*")
+_DOTTED_VALUE = re.compile(r"[\s()\\]*[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*[\s()\\]*")
+
+
+class _Selection:
+    """Which lines :func:`custom_op_source` keeps, for one set of spelled ``def`` names."""
+
+    def __init__(self, scan: Statements, hits: list[int], def_hits: list[int], spelled: set[str]) -> None:
+        self.scan = scan
+        self.hits = hits  # offsets of the words in the code
+        self.def_hits = def_hits  # offsets of the names of the defs to keep whole
+        self.targets = sorted(hits + def_hits)
+        self.names = spelled  # def names kept whole
+        self.spelled: set[str] = set(spelled)  # the identifiers of the statements kept whole
+        self.keep_line = [False] * len(scan.lines)
+        self.offsets = scan.offsets
+
+    @staticmethod
+    def _any(offsets: list[int], start: int, end: int) -> bool:
+        index = bisect.bisect_left(offsets, start)
+        return index < len(offsets) and offsets[index] < end
+
+    def select(self, first: int, end: int, indent: str, mark: bool = True) -> bool:
+        """Mark what matters in the block ``first:end`` (with ``mark``), and add to
+        :attr:`spelled` the names its statements that matter spell where the finder looks
+        a ``def`` up: the simple statements and other compound ones, and the decorators
+        of a ``def`` or ``class``, not their headers.  False when the scan can't tell the
+        block's statements apart."""
+        statements = self.scan.statements(first, end, indent)
+        if statements is None:
+            return False
+        offsets = self.offsets
+        for start, stop in statements:
+            if not self._any(self.targets if mark else self.hits, offsets[start], offsets[stop]):
+                continue
+            header = self.scan.header(start, stop, indent)
+            if header is None:
+                if mark:
+                    self.keep_line[start:stop] = [True] * (stop - start)
+                self._spell(start, stop)
+                continue
+            keyword, name, keyword_line, body, body_indent = header
+            self._spell(start, keyword_line)  # decorators
+            whole = self._any(self.hits, offsets[start], offsets[keyword_line]) or (
+                keyword == "def" and name in self.names
+            )
+            if mark and not whole and self._any(self.targets, offsets[body], offsets[stop]):
+                saved = self.keep_line[body:stop]
+                if self.select(body, stop, body_indent) and any(self.keep_line[body:stop]):
+                    self.keep_line[start:body] = [True] * (body - start)
+                    continue
+                self.keep_line[body:stop] = saved
+            if mark:
+                self.keep_line[start:stop] = [True] * (stop - start)
+            if self._any(self.hits, offsets[body], offsets[stop]) and not self.select(body, stop, body_indent, False):
+                self._spell(body, stop)
+        return True
+
+    def _spell(self, first: int, end: int) -> None:
+        """Add the names spelled in lines ``first:end``, if a hit is there."""
+        start, stop = self.offsets[first], self.offsets[end]
+        if self._any(self.hits, start, stop):
+            self.spelled.update(_IDENTIFIER.findall(self.scan.text, start, stop))
 
 
 @dataclass

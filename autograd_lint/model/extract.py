@@ -62,6 +62,8 @@ class ParsedUnit:
     column_offset: int = 0
     enclosing: tuple[tuple[str, str], ...] = ()
     _positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict, repr=False)
+    # For code made of lines picked from the file: the file's line of each line (1-based).
+    line_map: Sequence[int] | None = field(default=None, repr=False)
 
     @classmethod
     def parse(
@@ -71,14 +73,24 @@ class ParsedUnit:
         line_offset: int = 0,
         column_offset: int = 0,
         enclosing: tuple[tuple[str, str], ...] = (),
+        line_map: Sequence[int] | None = None,
     ) -> "ParsedUnit":
-        """Parse ``source``; raises ``libcst.ParserSyntaxError`` when it is not valid."""
+        """Parse ``source``; raises ``libcst.ParserSyntaxError`` when it is not valid.
+
+        ``line_map`` gives the file's line of each line of ``source`` (whose lines are
+        then the file's lines, picked in order), instead of ``line_offset``.
+        """
         wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
-        return cls(path, wrapper.module, line_offset, column_offset, enclosing, _positions(wrapper))
+        return cls(path, wrapper.module, line_offset, column_offset, enclosing, _positions(wrapper), line_map)
+
+    def _line(self, line: int) -> int:
+        if self.line_map is not None:
+            return self.line_map[min(line, len(self.line_map)) - 1]
+        return line + self.line_offset
 
     def position(self, node: cst.CSTNode) -> Position:
         start = self._positions[node].start
-        return Position(start.line + self.line_offset, start.column + self.column_offset)
+        return Position(self._line(start.line), start.column + self.column_offset)
 
     def add_positions(self, original: cst.CSTNode, made: Sequence[cst.CSTNode]) -> None:
         """Give nodes built from ``original`` (not parsed from the file) its position."""
@@ -88,7 +100,7 @@ class ParsedUnit:
         self._positions = positions
 
     def end_line(self, node: cst.CSTNode) -> int:
-        return self._positions[node].end.line + self.line_offset
+        return self._line(self._positions[node].end.line)
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
