@@ -31,7 +31,7 @@ import bisect
 import functools
 import re
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import libcst as cst
 
@@ -75,13 +75,18 @@ LIBRARY_DEFINE = "torch.library.define"
 # The names a module may bind to a local alias by assignment.
 _ALIASABLE = CUSTOM_OP_FACTORIES | TRITON_OP_FACTORIES | frozenset(LIBRARY_REGISTRARS) | {LIBRARY_DEFINE}
 # Words without which a file cannot define or register a custom op.
-_GATE = re.compile(r"\b(?:custom_op|triton_op|register_fake|register_autograd|register_kernel|impl_abstract)\b")
+_GATE_WORDS = ("custom_op", "triton_op", "register_fake", "register_autograd", "register_kernel", "impl_abstract")
+_GATE = re.compile(r"\b(?:" + "|".join(_GATE_WORDS) + r")\b")
 _OP_NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_][\w.]*$")
 
 
 def mentions_custom_op(text: str) -> bool:
-    """The cheap gate: can this file define or register a custom op?"""
-    return "torch" in text and _GATE.search(text) is not None
+    """The cheap gate: can this file define or register a custom op?
+
+    Substring tests first (a fast scan each): the regular expression, which tries
+    every position of the text, runs only on the few files that spell a word.
+    """
+    return "torch" in text and any(word in text for word in _GATE_WORDS) and _GATE.search(text) is not None
 
 
 # The last part of every name the finder resolves to something it reads: a statement
@@ -150,14 +155,14 @@ def custom_op_source(text: str, imports: ImportMap) -> tuple[str, list[int] | No
         if not new:
             break
         local |= new
-    # A def's or class's own name is not a use of it.
-    hits = [m.start() for m in pattern.finditer(text) if in_code(m.start()) and not _defines(text, m.start())]
+    # The finder reads a name only where it starts a statement's value or a decorator.
+    hits = [m.start() for m in pattern.finditer(text) if _starts_value(text, m.start()) and in_code(m.start())]
     if not hits:
         return None
-    defs = [(m.start(1), m.group(1)) for m in _DEF_NAME.finditer(text)]
+    defs = [(m.start(1), m.group(1)) for m in _DEF_NAME.finditer(text) if in_code(m.start())]
     spelled: set[str] = set()
     while True:
-        selection = _Selection(scan, hits, sorted(offset for offset, name in defs if name in spelled), spelled)
+        selection = _Selection(scan, in_code, hits, sorted(offset for offset, name in defs if name in spelled), spelled)
         if not selection.select(0, len(lines), ""):
             return text, None
         if selection.spelled <= spelled:
@@ -186,18 +191,22 @@ def _hits_pattern(local: set[str]) -> re.Pattern[str]:
     return _hits_pattern_for(frozenset(local))
 
 
-def _defines(text: str, offset: int) -> bool:
-    """Whether the word at ``offset`` is the name of a ``def`` or ``class`` statement."""
-    window = text[max(0, offset - 32) : offset]
-    before = window.rstrip(" \t")
-    if len(before) == len(window):
-        return False  # no space before the word
-    for keyword in ("def", "class"):
-        if before.endswith(keyword):
-            rest = before[: -len(keyword)]
-            if not rest or not (rest[-1].isalnum() or rest[-1] == "_"):
-                return True
-    return False
+# What may precede, on its line, a name the finder reads: the start of a statement
+# (after others and `;`), a decorator's `@` or an assignment's target, opening
+# parentheses, and the dotted name that the word ends (``torch.library.`` in
+# ``torch.library.impl``).  A line that continues a statement starts with the name or
+# parentheses, and passes too.  Anything else (``return f(``, ``x +``, ``def``) is an
+# expression the finder does not read.
+_VALUE_START = r"(?:.*;)?[ \t\f]*(?:@[ \t]*|[A-Za-z_]\w*[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*)?[ \t(]*"
+_BEFORE_NAME = re.compile(_VALUE_START)
+_BEFORE_ATTRIBUTE = re.compile(_VALUE_START + r"(?:[A-Za-z_]\w*[ \t]*\.[ \t]*)*[A-Za-z_]\w*[ \t]*")
+
+
+def _starts_value(text: str, offset: int) -> bool:
+    """Whether the name the match at ``offset`` spells (``.name`` or a bare name) starts a
+    statement's value or a decorator."""
+    before = _BEFORE_ATTRIBUTE if text.startswith(".", offset) else _BEFORE_NAME
+    return before.fullmatch(text, text.rfind("\n", 0, offset) + 1, offset) is not None
 
 
 def _value_after(code: str, start: int) -> str:
@@ -225,8 +234,11 @@ _DOTTED_VALUE = re.compile(r"[\s()\\]*[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*[\s()
 class _Selection:
     """Which lines :func:`custom_op_source` keeps, for one set of spelled ``def`` names."""
 
-    def __init__(self, scan: Statements, hits: list[int], def_hits: list[int], spelled: set[str]) -> None:
+    def __init__(
+        self, scan: Statements, in_code: Callable[[int], bool], hits: list[int], def_hits: list[int], spelled: set[str]
+    ) -> None:
         self.scan = scan
+        self.in_code = in_code
         self.hits = hits  # offsets of the words in the code
         self.def_hits = def_hits  # offsets of the names of the defs to keep whole
         self.targets = sorted(hits + def_hits)
@@ -280,7 +292,9 @@ class _Selection:
         """Add the names spelled in lines ``first:end``, if a hit is there."""
         start, stop = self.offsets[first], self.offsets[end]
         if self._any(self.hits, start, stop):
-            self.spelled.update(_IDENTIFIER.findall(self.scan.text, start, stop))
+            self.spelled.update(
+                match.group() for match in _IDENTIFIER.finditer(self.scan.text, start, stop) if self.in_code(match.start())
+            )
 
 
 @dataclass

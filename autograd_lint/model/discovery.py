@@ -132,6 +132,10 @@ def _analyse(source: SourceFile, explicit: bool, state: _Round[T]) -> FileResult
     if explicit:
         syntax_check(source)
     analysis = analyze(source, state.known, state.settings, state.needs, run_ops=state.run_ops)
+    if analysis.custom_ops is not None and state.run_ops is None:
+        # The last round (_link_custom_ops) analyses the file again, with the custom ops
+        # of the whole run known, and runs the rules then: their result here would be dropped.
+        return FileResult(source.path, analysis.functions, analysis.open_refs, custom_ops=analysis.custom_ops)
     with stage(source.path, "running the rules"):
         result = state.job(analysis, state.settings)
     return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)

@@ -81,7 +81,16 @@ class ParsedUnit:
         then the file's lines, picked in order), instead of ``line_offset``.
         """
         wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
-        return cls(path, wrapper.module, line_offset, column_offset, enclosing, _positions(wrapper), line_map)
+        unit = cls(path, wrapper.module, line_offset, column_offset, enclosing, line_map=line_map)
+        unit._wrapper = wrapper  # positions are computed when first asked for
+        return unit
+
+    @property
+    def _table(self) -> Mapping[cst.CSTNode, CodeRange]:
+        wrapper = self.__dict__.pop("_wrapper", None)
+        if wrapper is not None:
+            self._positions = _positions(wrapper)
+        return self._positions
 
     def _line(self, line: int) -> int:
         if self.line_map is not None:
@@ -89,18 +98,18 @@ class ParsedUnit:
         return line + self.line_offset
 
     def position(self, node: cst.CSTNode) -> Position:
-        start = self._positions[node].start
+        start = self._table[node].start
         return Position(self._line(start.line), start.column + self.column_offset)
 
     def add_positions(self, original: cst.CSTNode, made: Sequence[cst.CSTNode]) -> None:
         """Give nodes built from ``original`` (not parsed from the file) its position."""
-        positions = dict(self._positions)
+        positions = dict(self._table)
         for node in made:
             positions[node] = positions[original]
         self._positions = positions
 
     def end_line(self, node: cst.CSTNode) -> int:
-        return self._line(self._positions[node].end.line)
+        return self._line(self._table[node].end.line)
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
