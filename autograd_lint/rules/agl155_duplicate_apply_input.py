@@ -34,12 +34,13 @@ class DuplicateApplyInput(Rule):
     severity = Severity.INFO
     enabled_by_default = False
     on_when_compiling = True
-    needs = frozenset({ModuleNeed.APPLY_CONTAINERS})
+    needs = frozenset({ModuleNeed.APPLY_DUPLICATES})
     why = (
         "Measured with `torch.compile(f, fullgraph=True, backend=\"eager\")` on torch 2.13, "
         "`f = lambda x: Mul.apply(x, x)` with `x.requires_grad`: "
-        "`Unsupported: Unsupported autograd.Function.apply: duplicate tensor input. Explanation: Dynamo does not "
-        "support tracing autograd.Function.apply when the same tensor is passed to multiple forward inputs.` "
+        "`torch._dynamo.exc.Unsupported: autograd.Function.apply: duplicate tensor input ... Explanation: Dynamo "
+        "does not support tracing autograd.Function.apply when the same tensor is passed to multiple forward "
+        "inputs.` "
         "([GB6297](https://meta-pytorch.github.io/compile-graph-break-site/gb/gb6297.html)); without "
         "`fullgraph=True` the graph breaks there.  The check runs when Dynamo traces the Function, which it "
         "does when an input requires grad: with none that does, Dynamo inlines forward and the call compiles "
@@ -230,7 +231,7 @@ class DuplicateApplyInput(Rule):
                     return grad * s, grad * x * s * (1 - s)
 
             def self_gate(h):
-                h = h.float()
+                h = torch.relu(h)
                 return Gate.apply(h, h)
             """,
             message="GB6297",
