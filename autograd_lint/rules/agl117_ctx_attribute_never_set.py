@@ -64,9 +64,12 @@ def _message(where: str, name: str, written: set[str], setter: str) -> str:
 
 class CtxAttributeNeverSet(Rule):
     """Reports a read of ``ctx.<name>`` in a backward handed to ``register_autograd`` when
-    the ``setup_context`` registered with it never assigns ``ctx.<name>``.  Silent when ctx
-    is passed to other code (a helper, ``setattr``) or the setup_context can't be read.
-    The same mistake in an ``autograd.Function`` is AGL031's."""
+    the ``setup_context`` registered with it (and the backward itself) never assigns
+    ``ctx.<name>``, read through the shared semantic model with AGL031's queries.  Silent
+    when ctx is passed to other code (a helper, ``setattr``), used in a nested function or
+    rebound, when the setup_context can't be read, for private names (``ctx._x``), and for
+    a name assigned on anything elsewhere in the module.  The same mistake in an
+    ``autograd.Function`` is AGL031's."""
 
     code = "AGL117"
     title = "backward reads a ctx attribute that is never set"
