@@ -131,3 +131,24 @@ def test_report_lists_each_op_backward_with_its_lines(custom_op_run: Run) -> Non
 def test_pragma_reads_only_function_rows(custom_op_run: Run) -> None:
     entries = report.read_code_runs(str(custom_op_run.root / "report.json"))
     assert [e.qualname for e in entries] == ["Twice"]
+
+
+@pytest.mark.slow
+@needs_torch
+def test_lines_under_xdist_and_pytest_cov_come_from_the_workers(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """pytest-cov with two xdist workers: the controller measures no test, the workers send their lines."""
+    run = run_in_copy(
+        tmp_path_factory,
+        ["pytest", "-n", "2", "--cov=.", "--autograd-cov", "--autograd-cov-no-compile",
+         "--autograd-cov-json=report.json"],
+        project=CUSTOM_OPS,
+    )
+    assert run.returncode == 0, run.output
+    data = json.loads((run.root / "report.json").read_text())
+    by_name = {f["qualname"]: f for f in data["functions"]}
+    scale = by_name["scale_backward"]["lines"]["backward"]
+    assert scale["executed"] == _marked("opslib.py", "scale_backward")
+    assert scale["missing"] == _marked("opslib.py", "scale_backward_missing")
+    assert by_name["cube_backward"]["lines"]["setup_context"]["executed"] == _marked("grads.py", "cube_setup")
+    assert by_name["cube_backward"]["counts"]["backward"] == {"eager": {"main": 2}}
+    assert by_name["never_backward"]["lines"]["backward"]["executed"] == []
