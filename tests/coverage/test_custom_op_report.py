@@ -77,7 +77,11 @@ def test_report_lists_each_op_backward_with_its_lines(custom_op_run: Run) -> Non
     # never's backward never ran: the run fails, naming it
     assert run.returncode == 1, run.output
     lines = run.output.splitlines()
-    assert lines[-1] == "FAIL: autograd-cov: --autograd-cov-fail-unexercised: backward code never ran: never_backward"
+    # The verdict comes after pytest's own summary (stderr, printed after it here, may hold warnings).
+    verdict = "FAIL: autograd-cov: --autograd-cov-fail-unexercised: backward code never ran: never_backward"
+    assert verdict in lines, run.output
+    summary = next(i for i, line in enumerate(lines) if " passed" in line and line.startswith("="))
+    assert lines.index(verdict) == summary + 1, run.output
     table = [line.split() for line in lines]
     expected_rows = [
         # name, forward, backward, backward code
