@@ -8,6 +8,10 @@ text)::
                                        "path": "pkg/ops.py",
                                        "cases": [{"calls": 12, "args": [ARG, ...]}]}}}
 
+(a custom op is an entry like a Function's, whose ``qualname`` is the op's
+``"ns::name"`` and whose ``module``/``path`` are those of its Python function;
+its ``args`` are the positional arguments of the call)
+
 where an ``ARG`` is one of ``{"tensor": TENSOR}``, ``{"value": 2}`` (None, bools,
 ints, strings), ``{"float": "0.5"}`` (``repr``, so that inf and nan survive),
 ``{"dtype": "float32"}``, ``{"tuple": [ARG, ...]}`` or ``{"list": [ARG, ...]}``
@@ -27,11 +31,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograd_lint.gentests.inputs import Input, InputCase, TensorInput, ValueInput, normalise_case
 from autograd_lint.files import write_atomically
 from autograd_lint.model.spec import FunctionSpec
+
+if TYPE_CHECKING:
+    from autograd_lint.model.custom_ops import CustomOpSpec
 
 FORMAT = 2
 # Formats gen-tests reads and a new recording may replace.
@@ -225,14 +232,25 @@ class Recording:
                  and spec_path.endswith("/" + str(e.get("path", "")).lstrip("/"))),
                 None,
             )
-        if entry is None:
+        return _cases(entry)
+
+    def cases_for_op(self, op: CustomOpSpec) -> list[InputCase]:
+        """The recorded calls of a custom op, found by its ``"ns::name"`` (unique in a process), normalised."""
+        if op.op_name is None:
             return []
-        cases = []
-        for case in entry.get("cases", []):
-            decoded = [_decode(arg) for arg in case["args"]]
-            if all(d is not None for d in decoded):
-                cases.append(normalise_case(tuple(d for d in decoded if d is not None)))
-        return cases
+        entry = next((e for e in self.functions.values() if e.get("qualname") == op.op_name), None)
+        return _cases(entry)
+
+
+def _cases(entry: dict[str, Any] | None) -> list[InputCase]:
+    if entry is None:
+        return []
+    cases = []
+    for case in entry.get("cases", []):
+        decoded = [_decode(arg) for arg in case["args"]]
+        if all(d is not None for d in decoded):
+            cases.append(normalise_case(tuple(d for d in decoded if d is not None)))
+    return cases
 
 
 def load(path: str) -> Recording:
