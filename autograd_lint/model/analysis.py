@@ -8,6 +8,12 @@ This is the only place that decides how much of a file libcst parses:
   uses one of its Functions outside the class in a way a selected rule declares
   it needs to see (:class:`ModuleNeed`: ``Fn(...)``, ``Fn.forward(...)``,
   ``Fn.apply([a, b])``, ``Fn.apply`` in a module that uses torch.func).
+
+For custom ops (files whose text passes :func:`mentions_custom_op`), it parses the
+whole module when the Function analysis already did, else only the statements
+the custom-op finder can read (:func:`~autograd_lint.model.custom_ops.custom_op_source`),
+else (statements that a text scan can't tell apart, or that don't parse alone)
+the whole module.
 """
 
 from __future__ import annotations

@@ -113,13 +113,14 @@ def custom_op_source(text: str, imports: ImportMap) -> tuple[str, list[int] | No
     be told apart by a text scan.
 
     A statement matters when its code (strings and comments left out) names something
-    the finder resolves: an attribute spelled as one of :data:`_FINDER_WORDS`
-    (``torch.library.impl``, ``op.register_fake``, ``lib.define``), or a bare name
-    imported as one of them or assigned a bare dotted name that is one (to a fixed
-    point), or when it holds a ``def`` whose name a statement that matters spells
-    outside an attribute (a function handed to a registration or to a call-form op:
-    every ``def`` of that name, so that the finder's "the only ``def`` of that name"
-    reads as in the whole module).  A ``class``, or a ``def`` that no decorator or name
+    the finder resolves, where a statement's value or a decorator starts: an attribute
+    spelled as one of :data:`_FINDER_WORDS` (``torch.library.impl``,
+    ``op.register_fake``, ``lib.define``), or a bare name imported as one of them or
+    assigned a bare dotted name that is one (to a fixed point); or when it holds a
+    ``def`` whose name a statement that matters spells outside an attribute (a
+    function handed to a registration or to a call-form op: every ``def`` of that
+    name, so that the finder's "the only ``def`` of that name" reads as in the whole
+    module).  A ``class``, or a ``def`` that no decorator or name
     makes an op or a registered function, keeps its header and, of its body, what
     matters; every other statement that matters is kept whole, lines and columns as
     in the file.
@@ -191,12 +192,13 @@ def _hits_pattern(local: set[str]) -> re.Pattern[str]:
     return _hits_pattern_for(frozenset(local))
 
 
-# What may precede, on its line, a name the finder reads: the start of a statement
+# What may precede, on its line, a name the finder reads (it reads a statement's value
+# or a decorator, never a name deeper in an expression): the start of a statement
 # (after others and `;`), a decorator's `@` or an assignment's target, opening
-# parentheses, and the dotted name that the word ends (``torch.library.`` in
+# parentheses, and for an attribute the dotted name before it (``torch.library`` in
 # ``torch.library.impl``).  A line that continues a statement starts with the name or
-# parentheses, and passes too.  Anything else (``return f(``, ``x +``, ``def``) is an
-# expression the finder does not read.
+# parentheses, and passes too.  Anything else (``return f(``, ``x +``, ``def``) starts
+# an expression the finder does not read.
 _VALUE_START = r"(?:.*;)?[ \t\f]*(?:@[ \t]*|[A-Za-z_]\w*[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*)?[ \t(]*"
 _BEFORE_NAME = re.compile(_VALUE_START)
 _BEFORE_ATTRIBUTE = re.compile(_VALUE_START + r"(?:[A-Za-z_]\w*[ \t]*\.[ \t]*)*[A-Za-z_]\w*[ \t]*")
@@ -292,9 +294,8 @@ class _Selection:
         """Add the names spelled in lines ``first:end``, if a hit is there."""
         start, stop = self.offsets[first], self.offsets[end]
         if self._any(self.hits, start, stop):
-            self.spelled.update(
-                match.group() for match in _IDENTIFIER.finditer(self.scan.text, start, stop) if self.in_code(match.start())
-            )
+            names = _IDENTIFIER.finditer(self.scan.text, start, stop)
+            self.spelled.update(match.group() for match in names if self.in_code(match.start()))
 
 
 @dataclass

@@ -14,6 +14,9 @@ finds them with plain text scans:
 3. :func:`class_block` cuts a kept class out of the text by indentation and
    dedents it, so that libcst parses only that block.
 
+:class:`Statements` splits a block into its statements the same way, for the
+custom-op finder, which reads only some statements of a file.
+
 Everything here over-approximates: the libcst pass that follows resolves bases
 properly and drops the classes that are not Functions.  A block that does not
 parse on its own (a string literal dedented below the class, say) makes the
