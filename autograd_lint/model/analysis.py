@@ -163,6 +163,12 @@ def analyze(
             if unit is not None:
                 found = extract_custom_ops(unit, imports, source.module, run_ops)
                 if found.ops or found.foreign:
+                    if unit.line_map is not None:
+                        # Parsed in part: a file with custom ops that Python does not compile
+                        # is still reported as such, as when it was parsed whole.
+                        problem = python_rejects(source.text, path)
+                        if problem is not None:
+                            raise SourceError(path, *problem)
                     analysis.custom_ops = found
     return analysis
 

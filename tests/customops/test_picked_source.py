@@ -242,3 +242,17 @@ def test_positions_are_the_files() -> None:
     (registration,) = op.registrations
     assert registration.position.line == 13 and registration.function is not None
     assert registration.function.position.line == 14
+
+
+def test_a_file_with_ops_that_python_does_not_compile_is_an_error() -> None:
+    from autograd_lint.model.analysis import analyze
+    from autograd_lint.model.source import SourceError
+    from autograd_lint.settings import Settings
+
+    text = (
+        "import torch\n\n@torch.library.custom_op('ns::f', mutates_args=())\n"
+        "def f(x: torch.Tensor) -> torch.Tensor:\n    return x.clone()\n\ndef broken(:\n    pass\n"
+    )
+    with pytest.raises(SourceError) as error:
+        analyze(SourceFile("m.py", text, "m"), {}, Settings())
+    assert error.value.line == 7
