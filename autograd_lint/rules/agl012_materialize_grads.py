@@ -320,6 +320,26 @@ class MaterializeGradsOff(Rule):
                     return g1 * 2 + g2
             """
         ),
+        # A truth test of a scalar gradient handles None too (None is false).
+        Valid(
+            """
+            import torch
+
+            class Loss(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.set_materialize_grads(False)
+                    ctx.save_for_backward(x)
+                    return (x * x).sum()
+
+                @staticmethod
+                def backward(ctx, grad_loss):
+                    (x,) = ctx.saved_tensors
+                    if grad_loss:
+                        return 2 * x * grad_loss
+                    return None
+            """
+        ),
     ]
     INVALID = [
         Invalid(

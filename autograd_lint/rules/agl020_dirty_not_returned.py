@@ -205,6 +205,24 @@ class DirtyNotReturned(Rule):
                     return gx, gy
             """
         ),
+        # A second name for the input is marked; the input is returned (the same tensor).
+        Valid(
+            """
+            import torch
+
+            class AddOne(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    out = x
+                    ctx.mark_dirty(out)
+                    out.add_(1)
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """
+        ),
         # Trap 5: split style marks names of setup_context, not of forward.
         Valid(
             """
@@ -227,6 +245,26 @@ class DirtyNotReturned(Rule):
         ),
     ]
     INVALID = [
+        # A torch call that writes the marked tensor does not make every later torch
+        # expression return it.
+        Invalid(
+            """
+            import torch
+
+            class Fill(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.mark_dirty(x)
+                    torch.mul(x, 0, out=x)
+                    return torch.ones(1)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """,
+            line=8,
+            message="Fill.forward marks `x` dirty (line 6) but this return does not return `x`",
+        ),
         Invalid(
             """
             import torch
