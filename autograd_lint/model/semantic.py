@@ -231,6 +231,17 @@ class MethodModel:
         """The uses that ``binding`` reaches (directly or through a narrowing of it)."""
         return self.uses_by_binding.get(binding, [])
 
+    def unnarrowed(self, bindings: Iterable[Binding]) -> list[Binding]:
+        """``bindings`` with each narrowing replaced by the bindings it narrows (the same
+        value), in the order found; narrowings in a loop that narrow each other are
+        followed once."""
+        found: dict[Binding, None] = {}
+        for binding in bindings:
+            for each in _with_narrowed(binding):
+                if each.how is not How.NARROWING:
+                    found.setdefault(each, None)
+        return list(found)
+
     def is_bound(self, name: str) -> bool:
         return name in self.bindings
 

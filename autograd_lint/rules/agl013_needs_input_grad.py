@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import libcst as cst
 
 from autograd_lint.model.exprs import ctx_attribute, is_none
-from autograd_lint.model.semantic import Binding, How, MethodModel
+from autograd_lint.model.semantic import Binding, MethodModel
 from autograd_lint.rules._common import takes_ctx
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -69,23 +69,6 @@ def _gate(binding: Binding, semantic: MethodModel, ctx_name: str) -> Guards | No
         # `grad_b = expr if ctx.needs_input_grad[1] else None`
         gate = gate | _guards(value.test, ctx_name)
     return gate
-
-
-def _origin_bindings(bindings: Iterable[Binding]) -> list[Binding]:
-    """``bindings`` with each narrowing replaced by the bindings it narrows (the same value)."""
-    found: list[Binding] = []
-    stack = list(bindings)
-    seen: set[int] = set()
-    while stack:
-        binding = stack.pop()
-        if id(binding) in seen:  # narrowings in a loop alias each other in a cycle
-            continue
-        seen.add(id(binding))
-        if binding.how is How.NARROWING:
-            stack.extend(binding.aliases)
-        elif binding not in found:
-            found.append(binding)
-    return found
 
 
 def _input_label(function: FunctionSpec, index: int) -> str:
@@ -154,7 +137,7 @@ class NeedsInputGrad(Rule):
                 if not isinstance(element, cst.Name):
                     continue
                 gates = [
-                    gate for b in _origin_bindings(semantic.reaching(element))
+                    gate for b in semantic.unnarrowed(semantic.reaching(element))
                     if (gate := _gate(b, semantic, ctx_name)) is not None
                 ]
                 # A return reached only when another input needs grad is not reached

@@ -188,3 +188,24 @@ def test_holders_leave_out_unrelated_and_nested_uses() -> None:
         """,
         "x",
     ) == ["x"]
+
+
+# -- narrowings ----------------------------------------------------------------------
+def test_unnarrowed_follows_narrowings_once_even_in_a_loop() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad_x, n):
+            for _ in range(n):
+                if grad_x is not None:
+                    if grad_x is not None:
+                        grad_x = grad_x * 2
+            return grad_x
+        """
+    )
+    returned = model.returns[0].value
+    assert isinstance(returned, cst.Name)
+    reaching = model.reaching(returned)
+    assert any(b.how is How.NARROWING for b in model.bindings_of("grad_x"))
+    assert [(b.name, b.how) for b in sorted(model.unnarrowed(reaching), key=lambda b: b.how.value)] == [
+        ("grad_x", How.ASSIGNMENT), ("grad_x", How.PARAMETER)
+    ]
