@@ -24,7 +24,7 @@ ATTRIBUTE = "clear_saved_tensors_on_access"
 
 def saved_tensor_reads(method: MethodSpec) -> list[cst.Attribute]:
     """The loads of ``<ctx>.saved_tensors``/``saved_variables`` in ``method``'s body (the
-    semantic model's attribute loads), in text order."""
+    semantic model's attribute loads), in the order the body runs them."""
     assert method.semantic is not None and method.ctx_name is not None
     return method.semantic.attribute_loads(method.ctx_name, SAVED_ATTRIBUTES)
 
