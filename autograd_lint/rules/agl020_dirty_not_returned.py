@@ -17,7 +17,6 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.model.spec import MethodSpec
 
 # Operators that can join or repeat tuples, so `(out,) + rest` may return the name.
 _SEQUENCE_OPERATORS = (cst.Add, cst.Multiply, cst.Modulo)
