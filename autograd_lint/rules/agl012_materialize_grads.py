@@ -34,7 +34,8 @@ def _materialize_off(function: FunctionSpec) -> bool:
 
 
 def _units(body: Sequence[cst.BaseStatement]) -> Iterator[list[cst.CSTNode]]:
-    """The body's statements in text order, each as the parts to scan.
+    """The body's statements in text order, each as its parts (a use or a test counts
+    from the unit it is in).
 
     A simple statement line is one unit; a compound statement gives its header (the
     ``if``/``while`` test, the ``for`` target and iterable, the ``with`` items) as a
