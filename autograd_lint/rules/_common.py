@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 import libcst as cst
 
 from autograd_lint.model import flow
-from autograd_lint.model.spec import CTX_METHODS, FunctionSpec, MethodSpec
+from autograd_lint.model.spec import CTX_METHODS, FunctionSpec, Kind, MethodSpec
 
 
 def plural(count: int, word: str) -> str:
@@ -66,3 +66,25 @@ def repeated_on_one_path(
     total = flow.most_on_one_path(body, lambda node: weight(node) if id(node) in ids else 0)
     in_loop = flow.most_on_one_path(body, lambda node: weight(node) if node is second else 0) > 1
     return second, "inside a loop" if in_loop else f"{total} times on one path"
+
+
+def inputs_without_gradient(function: FunctionSpec) -> frozenset[int]:
+    """Positions of the forward inputs whose gradient every ``return`` of backward (or vjp)
+    spells ``None``: to this Function they are constants (ids, masks, frozen weights, options).
+
+    Empty when backward is missing or some ``return`` has a shape syntax can't split
+    (``return grads``, ``(None,) * k + (g,)``).
+    """
+    backward = function.backward_method
+    if backward is None or not backward.returns:
+        return frozenset()
+    positions: set[int] | None = None
+    for ret in backward.returns:
+        if ret.elements is not None:
+            found = {i for i, element in enumerate(ret.elements) if element.kind is Kind.NONE}
+        elif ret.value is not None and ret.value.kind is Kind.NONE:
+            found = {0}
+        else:
+            return frozenset()
+        positions = found if positions is None else positions & found
+    return frozenset(positions or ())
