@@ -187,8 +187,20 @@ def judgement(judged: dict[Key, list[dict]], diagnostic: dict) -> dict | None:
     return (specific or general or [None])[0]
 
 
+# Set by --default-rules: only the diagnostics of rules a plain `check` runs are counted.
+_ONLY: set[str] | None = None
+
+
+def default_rule_codes() -> set[str]:
+    """The codes of the rules on by default (this interpreter's autograd_lint, no configuration)."""
+    from autograd_lint.rules import all_rules
+
+    return {rule.code for rule in all_rules() if rule.enabled_by_default}
+
+
 def results(path: str) -> list[dict]:
-    return json.loads(Path(path).read_text())["diagnostics"]
+    found = json.loads(Path(path).read_text())["diagnostics"]
+    return found if _ONLY is None else [d for d in found if d["code"] in _ONLY]
 
 
 def verdict_counts(path: str, judged: dict[Key, list[dict]]) -> tuple[dict[str, Counter], list[str]]:
@@ -267,6 +279,12 @@ def unjudged(args: argparse.Namespace) -> None:
             print(f"{diagnostic['repo']},{diagnostic['path']},{diagnostic['line']},{diagnostic['code']}  {diagnostic['message']}{mark}")
 
 
+_DEFAULT_RULES_HELP = (
+    "count only the rules on by default (what a plain `check` reports; the same as a "
+    "`run --selection default`, since no rule's findings depend on which others are selected)"
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -284,6 +302,7 @@ def main() -> None:
         sub = commands.add_parser(name)
         sub.add_argument("results")
         sub.add_argument("--judgements", type=Path, default=JUDGEMENTS_FILE)
+        sub.add_argument("--default-rules", action="store_true", help=_DEFAULT_RULES_HELP)
         sub.set_defaults(handler=handler)
         if name == "unjudged":
             sub.add_argument("--before", help="earlier results: also list judged places whose message changed")
@@ -291,8 +310,12 @@ def main() -> None:
     compare_parser.add_argument("before")
     compare_parser.add_argument("after")
     compare_parser.add_argument("--judgements", type=Path, default=JUDGEMENTS_FILE)
+    compare_parser.add_argument("--default-rules", action="store_true", help=_DEFAULT_RULES_HELP)
     compare_parser.set_defaults(handler=compare)
     args = parser.parse_args()
+    if getattr(args, "default_rules", False):
+        global _ONLY
+        _ONLY = default_rule_codes()
     args.handler(args)
 
 
