@@ -366,3 +366,19 @@ def test_a_write_after_rebinding_is_not_a_write_to_the_parameter() -> None:
     assert not model.writes_to(model.params["x"])
     (write,) = model.inplace_writes
     assert {b.how for b in write.origins} == {How.ASSIGNMENT}
+
+
+def test_narrowing_an_optional_integer_tensor_keeps_its_integer_kind() -> None:
+    model, _ = model_of(
+        """
+        import torch
+        def forward(ctx, x: torch.Tensor, offsets: torch.LongTensor | None = None):
+            if offsets is not None:
+                ctx.a = offsets
+            if isinstance(offsets, torch.Tensor):
+                ctx.b = offsets
+            return x
+        """
+    )
+    assert ctx_attribute_kind(model, "a") is Kind.INDEX_TENSOR
+    assert ctx_attribute_kind(model, "b") is Kind.INDEX_TENSOR
