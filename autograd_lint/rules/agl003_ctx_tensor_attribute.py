@@ -119,7 +119,7 @@ class CtxTensorAttribute(Rule):
                 attribute = store.detail or ""
                 if attribute in allowed:
                     continue
-                if method.name == "forward" and _is_constant_input(tensor, constant_inputs):
+                if method.name == "forward" and _is_constant_input(model, tensor.expr, constant_inputs):
                     continue
                 if exempt is None:
                     exempt = self._managed_attributes(ctx)
@@ -292,18 +292,19 @@ class CtxTensorAttribute(Rule):
                 @staticmethod
                 def forward(ctx, x: torch.Tensor, frozen_w: torch.Tensor, ids: torch.LongTensor,
                             cu_seqlens: torch.LongTensor | None = None,
-                            chunk_offsets: torch.Tensor | None = None):
+                            chunk_offsets: torch.Tensor | None = None, class_w=None):
                     ctx.save_for_backward(x)
                     ctx.w = frozen_w.contiguous()
                     ctx.ids = ids.masked_fill(ids < 0, 0)
                     ctx.cu_seqlens = cu_seqlens
                     ctx.chunk_offsets = chunk_offsets
+                    ctx.class_w = class_w.detach() if class_w is not None else None
                     return x @ frozen_w
 
                 @staticmethod
                 def backward(ctx, grad):
                     (x,) = ctx.saved_tensors
-                    return grad @ ctx.w.t(), None, None, None, None
+                    return grad @ ctx.w.t(), *[None] * 5
             """
         ),
         # Process-group plumbing: backward's `(None, None) + (g,)` gives no gradient to
@@ -509,10 +510,16 @@ class CtxTensorAttribute(Rule):
     ]
 
 
-def _is_constant_input(tensor: Flow, constant_inputs: set[str]) -> bool:
-    """Whether the stored value is a forward input (or a view of it) that backward gives no
-    gradient, on every path that reaches the store."""
-    origins = tensor.origins
+def _is_constant_input(model: MethodModel, expr: cst.BaseExpression, constant_inputs: set[str]) -> bool:
+    """Whether the stored value is a forward input that backward gives no gradient (or a
+    view or ``.detach()`` of it), on every path that reaches the store; an arm of a
+    conditional expression may be ``None`` instead."""
+    if isinstance(expr, cst.IfExp):
+        arms = [arm for arm in (expr.body, expr.orelse) if model.kind(arm) is not Kind.NONE]
+        return bool(arms) and all(_is_constant_input(model, arm, constant_inputs) for arm in arms)
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "detach":
+        expr = expr.func.value
+    origins = model.origins(expr)
     return bool(origins) and all(b.how is How.PARAMETER and b.name in constant_inputs for b in origins)
 
 
