@@ -258,7 +258,7 @@ def compare(args: argparse.Namespace) -> None:
 
 def repos(args: argparse.Namespace) -> None:
     document = json.loads(Path(args.results).read_text())
-    per_repo = Counter(d["repo"] for d in document["diagnostics"])
+    per_repo = Counter(d["repo"] for d in results(args.results))
     print("| Name | Repository | Commit | Functions | Diagnostics |")
     print("| --- | --- | --- | ---: | ---: |")
     for repo in pinned_repos():
