@@ -899,7 +899,7 @@ class _Walker:
             if kinds == {Kind.NON_TENSOR} or kinds == {Kind.NON_TENSOR, Kind.NONE}:
                 return subject, lambda k: Kind.NON_TENSOR, _unchanged
             if kinds <= {Kind.TENSOR, Kind.INDEX_TENSOR}:
-                return subject, lambda k: k if k.is_tensor else Kind.TENSOR, _not_tensor
+                return subject, _a_tensor, _not_tensor
             return None
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name):
             comparison = test.comparisons[0]
@@ -1057,6 +1057,13 @@ def _with_narrowed(binding: Binding) -> Iterator[Binding]:
 def _not_tensor(kind: Kind) -> Kind:
     """Not an instance of Tensor (nor of a subclass): None stays None, anything else is no tensor."""
     return Kind.NONE if kind is Kind.NONE else Kind.NON_TENSOR
+
+
+def _a_tensor(kind: Kind) -> Kind:
+    """An instance of Tensor: what the kind knew of its dtype stays."""
+    if kind is Kind.OPTIONAL_INDEX_TENSOR:
+        return Kind.INDEX_TENSOR
+    return kind if kind.is_tensor else Kind.TENSOR
 
 
 def _unchanged(kind: Kind) -> Kind:
