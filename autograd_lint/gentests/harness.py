@@ -66,9 +66,39 @@ SCALAR_CANDIDATES = (2, 0.5, 1)
 
 @dataclass(frozen=True)
 class Case:
-    """One input case: the positional arguments of ``apply``, tensors as :class:`TensorArg`."""
+    """One input case: the positional arguments of ``apply``, tensors as :class:`TensorArg`.
+
+    A recorded call with objects among its arguments has ``pickled`` instead (see :func:`recorded`).
+    """
 
     args: tuple[Any, ...]
+    pickled: str | None = None
+
+
+def recorded(*chunks: str) -> Case:
+    """A recorded call whose arguments were pickled whole (objects, callables, sparse tensors).
+
+    Every call of the case unpickles them afresh: floating tensors in float64,
+    each tensor once even where objects share it, so that gradcheck's perturbation
+    of an argument reaches the objects holding it.  The top-level floating tensors
+    require grad as recorded (all of them if none did); sparse ones never do.
+    """
+    return Case((), "".join(chunks))
+
+
+def _recorded_args(case: Case) -> tuple[Any, ...]:
+    from autograd_lint.gentests import pickled
+
+    args = pickled.loads(case.pickled or "")
+    top = [a for a in args if isinstance(a, torch.Tensor) and _is_differentiable_dtype(a.dtype)]
+    strided = [a for a in top if a.layout == torch.strided]
+    for tensor_arg in top:
+        if tensor_arg.layout != torch.strided:
+            tensor_arg.requires_grad_(False)
+    if strided and not any(a.requires_grad for a in strided):
+        for tensor_arg in strided:
+            tensor_arg.requires_grad_(True)
+    return args
 
 
 def tensor(
@@ -207,7 +237,9 @@ def _make_tensor(arg: TensorArg, shape: tuple[int, ...], domain: Domain,
 
 
 def _build(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]], scalars: Iterator[float],
-           domain: Domain, seed: int) -> tuple[Any, ...]:
+           domain: Domain, seed: int, pickled: str | None = None) -> tuple[Any, ...]:
+    if pickled is not None:
+        return _recorded_args(Case((), pickled))
     generator = torch.Generator().manual_seed(seed)
     built = []
     for arg in case_args:
@@ -312,7 +344,7 @@ def _search(function: Any, case: Case) -> Resolution | None:
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
     for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
-        args = _build(case.args, iter(plan), iter(scalars), domain, SEED)
+        args = _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled)
         if not _forward_accepts(function, args):
             continue
         error = _backward_error(function, args)
@@ -345,7 +377,7 @@ def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
             f"If the Function is meant for other shapes, {RECORD_HINT}",
             pytrace=False,
         )
-    return _build(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed)
+    return _build(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed, case.pickled)
 
 
 def _fast_mode(tensors: Sequence[torch.Tensor]) -> bool:

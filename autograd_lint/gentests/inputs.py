@@ -64,7 +64,17 @@ class ScalarInput:
     """A non-tensor argument of unknown type: the generated test searches for a number."""
 
 
-Input = TensorInput | ValueInput | ScalarInput
+@dataclass(frozen=True)
+class ObjectInput:
+    """A recorded argument that is neither a tensor nor a literal, by its type's qualified name.
+
+    Only a recorded case has one, and the case carries the pickle of its arguments.
+    """
+
+    type_name: str
+
+
+Input = TensorInput | ValueInput | ScalarInput | ObjectInput
 
 
 @dataclass(frozen=True)
@@ -72,10 +82,12 @@ class InputCase:
     """The arguments of one ``apply`` call."""
 
     args: tuple[Input, ...]
+    # The recorded arguments, pickled (see :mod:`.pickled`): the replay uses them, ``args`` label the case.
+    pickled: str | None = None
 
     @property
     def has_non_tensor(self) -> bool:
-        return any(isinstance(arg, (ValueInput, ScalarInput)) for arg in self.args)
+        return any(isinstance(arg, (ValueInput, ScalarInput, ObjectInput)) for arg in self.args)
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -105,7 +117,7 @@ _PROMOTED_DTYPES = {
 }
 
 
-def normalise_case(args: tuple[Input, ...]) -> InputCase:
+def normalise_case(args: tuple[Input, ...], pickled: str | None = None) -> InputCase:
     """The case as checks run it: float64, and every float input requiring grad if none did.
 
     A call where no input requires grad (an inference-only test, or a literal call
@@ -120,7 +132,7 @@ def normalise_case(args: tuple[Input, ...]) -> InputCase:
             requires_grad = arg.is_differentiable and (arg.requires_grad or not any_requires_grad)
             arg = replace(arg, dtype=dtype, requires_grad=requires_grad)
         normalised.append(arg)
-    return InputCase(tuple(normalised))
+    return InputCase(tuple(normalised), pickled)
 
 
 def distinct(cases: list[InputCase], limit: int = MAX_CASES) -> tuple[InputCase, ...]:

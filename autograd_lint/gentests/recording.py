@@ -8,7 +8,11 @@ text)::
                                        "path": "pkg/ops.py",
                                        "cases": [{"calls": 12, "args": [ARG, ...]}]}}}
 
-where an ``ARG`` is one of ``{"tensor": TENSOR}``, ``{"value": 2}`` (None, bools,
+with ``"pickled"`` beside ``"args"`` in a case whose arguments are not all
+tensors and literals (see :mod:`.pickled`): its ``args`` then also hold
+``{"object": "module.Type"}``, and tensors that are sparse (``"layout"``) or
+inside containers are described by structure only; the replay unpickles the
+arguments.  Otherwise an ``ARG`` is one of ``{"tensor": TENSOR}``, ``{"value": 2}`` (None, bools,
 ints, strings), ``{"float": "0.5"}`` (``repr``, so that inf and nan survive),
 ``{"dtype": "float32"}``, ``{"tuple": [ARG, ...]}`` or ``{"list": [ARG, ...]}``
 (no tensors inside).  A ``TENSOR`` is ``{"shape": [3, 4], "dtype": "float32",
@@ -29,7 +33,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from autograd_lint.gentests.inputs import Input, InputCase, TensorInput, ValueInput, normalise_case
+from autograd_lint.gentests.inputs import Input, InputCase, ObjectInput, TensorInput, ValueInput, normalise_case
 from autograd_lint.files import write_atomically
 from autograd_lint.model.spec import FunctionSpec
 
@@ -66,13 +70,17 @@ class FunctionRecord:
     path: str
     counts: dict[str, int] = field(default_factory=dict)  # structure_key -> calls
     examples: dict[str, list[EncodedArg]] = field(default_factory=dict)  # structure_key -> first call's args
+    pickles: dict[str, str] = field(default_factory=dict)  # structure_key -> first call's pickled args
 
-    def add(self, args: list[EncodedArg], example: list[EncodedArg] | None, calls: int = 1) -> None:
+    def add(self, args: list[EncodedArg], example: list[EncodedArg] | None, calls: int = 1,
+            pickled: str | None = None) -> None:
         key = structure_key(args)
         if key in self.counts or len(self.counts) < CASES_TRACKED:
             self.counts[key] = self.counts.get(key, 0) + calls
             if key not in self.examples:
                 self.examples[key] = example if example is not None else args
+                if pickled is not None:
+                    self.pickles[key] = pickled
 
     def as_json(self) -> dict[str, Any]:
         ordered = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
@@ -80,7 +88,9 @@ class FunctionRecord:
             "module": self.module,
             "qualname": self.qualname,
             "path": self.path,
-            "cases": [{"calls": calls, "args": self.examples[key]} for key, calls in ordered[:CASES_KEPT]],
+            "cases": [{"calls": calls, "args": self.examples[key],
+                       **({"pickled": self.pickles[key]} if key in self.pickles else {})}
+                      for key, calls in ordered[:CASES_KEPT]],
         }
 
 
@@ -102,9 +112,9 @@ class Recorder:
         return record is not None and structure_key(args) in record.examples
 
     def add(self, module: str, qualname: str, path: str, args: list[EncodedArg],
-            example: list[EncodedArg] | None = None) -> None:
-        """Count a call of structure ``args``; ``example`` (with values) is kept for a new structure."""
-        self._record(module, qualname, path).add(args, example)
+            example: list[EncodedArg] | None = None, pickled: str | None = None) -> None:
+        """Count a call of structure ``args``; ``example`` (with values) and ``pickled`` are kept for a new one."""
+        self._record(module, qualname, path).add(args, example, pickled=pickled)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -117,7 +127,7 @@ class Recorder:
         for entry in data.get("functions", {}).values():
             record = self._record(entry["module"], entry["qualname"], entry["path"])
             for case in entry["cases"]:
-                record.add(case["args"], None, case["calls"])
+                record.add(case["args"], None, case["calls"], case.get("pickled"))
 
     def write(self, path: str) -> None:
         """Write the recording, keeping Functions of an existing file that this run did not call.
@@ -189,7 +199,9 @@ def _value_source(arg: EncodedArg) -> str | None:
     return None
 
 
-def _decode(arg: EncodedArg) -> Input | None:
+def _decode(arg: EncodedArg, pickled: bool = False) -> Input | None:
+    if pickled and "object" in arg:
+        return ObjectInput(str(arg["object"]))
     if "tensor" in arg:
         tensor = arg["tensor"]
         values = tensor.get("values")
@@ -229,9 +241,11 @@ class Recording:
             return []
         cases = []
         for case in entry.get("cases", []):
-            decoded = [_decode(arg) for arg in case["args"]]
+            pickled = case.get("pickled")
+            decoded = [_decode(arg, isinstance(pickled, str)) for arg in case["args"]]
             if all(d is not None for d in decoded):
-                cases.append(normalise_case(tuple(d for d in decoded if d is not None)))
+                cases.append(normalise_case(tuple(d for d in decoded if d is not None),
+                                            pickled if isinstance(pickled, str) else None))
         return cases
 
 

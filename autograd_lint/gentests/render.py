@@ -13,7 +13,15 @@ import re
 from dataclasses import dataclass
 
 from autograd_lint.gentests.checks import Check
-from autograd_lint.gentests.inputs import FunctionInputs, Input, InputCase, Origin, ScalarInput, TensorInput
+from autograd_lint.gentests.inputs import (
+    FunctionInputs,
+    Input,
+    InputCase,
+    ObjectInput,
+    Origin,
+    ScalarInput,
+    TensorInput,
+)
 from autograd_lint.gentests.surrogate import Surrogate
 from autograd_lint.model.spec import FunctionSpec
 
@@ -84,10 +92,20 @@ def _input_source(arg: Input) -> str:
         return f"tensor({shape}{options})"
     if isinstance(arg, ScalarInput):
         return "any_scalar()"
+    if isinstance(arg, ObjectInput):
+        raise ValueError("an object argument is only replayed from a pickled case")
     return arg.source
 
 
+_PICKLE_LINE = 96
+
+
 def _case_source(case: InputCase) -> str:
+    if case.pickled is not None:
+        # The labels are in the case id; the arguments are the pickle's.
+        chunks = [case.pickled[i:i + _PICKLE_LINE] for i in range(0, len(case.pickled), _PICKLE_LINE)]
+        body = "\n".join(f"            {_quoted(chunk)}" for chunk in chunks)
+        return f"recorded(\n{body}\n        )"
     items = [_input_source(arg) for arg in case.args]
     return "Case((" + ", ".join(items) + ("," if len(items) == 1 else "") + "))"
 
@@ -102,6 +120,8 @@ def _input_label(arg: Input) -> str:
         return label
     if isinstance(arg, ScalarInput):
         return "number"
+    if isinstance(arg, ObjectInput):
+        return _ID_UNSAFE.sub("_", arg.type_name.rsplit(".", 1)[-1]).strip("_")[:24] or "object"
     return _ID_UNSAFE.sub("_", arg.source.replace("torch.", "")).strip("_")[:24] or "value"
 
 
@@ -170,6 +190,9 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
         if plan.surrogate is not None and plan.surrogate.reference_is_import:
             names.add("load_reference")
         for case in plan.inputs.cases:
+            if case.pickled is not None:
+                names.add("recorded")
+                continue
             for arg in case.args:
                 if isinstance(arg, TensorInput):
                     names.add("tensor" if arg.shape is not None else "any_tensor")
