@@ -74,17 +74,20 @@ def output_name(module: str) -> str:
     return "test_gradcheck_" + module.replace(".", "_") + ".py"
 
 
-def group_by_module(specs: list[FunctionSpec]) -> tuple[list[ModuleTarget], list[FunctionSpec]]:
+def group_by_module(specs: list[FunctionSpec], recorded: recording.Recording | None = None,
+                    ) -> tuple[list[ModuleTarget], list[FunctionSpec]]:
     """Importable Functions with a backward grouped by module, and the ones left out.
 
-    A class defined inside a function can't be imported by a test, so it is left out.
+    A class defined inside a function can't be imported by a test, so it is left
+    out, unless every recorded case of it pickled the class with its arguments.
     """
     targets: dict[str, ModuleTarget] = {}
     left_out: list[FunctionSpec] = []
     for spec in specs:
         if spec.backward_method is None:
             continue
-        if "<locals>" in spec.qualname:
+        cases = recorded.cases_for(spec) if recorded is not None and "<locals>" in spec.qualname else []
+        if "<locals>" in spec.qualname and not (cases and all(case.with_function for case in cases)):
             left_out.append(spec)
             continue
         module = spec.module or os.path.splitext(os.path.basename(spec.path))[0]
@@ -150,10 +153,11 @@ def run(args: argparse.Namespace) -> int:
         report(str(error))
         recorded = recording.Recording({})
 
-    targets, left_out = group_by_module(specs)
+    targets, left_out = group_by_module(specs, recorded)
     for spec in left_out:
         print(f"{spec.path}:{spec.position.line}: {spec.qualname} is defined inside a function; "
-              "a test cannot import it, none generated")
+              "a test cannot import it, none generated (record a call with `pytest --autograd-record`: "
+              "the class is pickled with it)")
     out_dir = os.path.realpath(args.out)
     origins: Counter[Origin] = Counter()
     stale: list[str] = []

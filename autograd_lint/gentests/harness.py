@@ -73,23 +73,40 @@ class Case:
 
     args: tuple[Any, ...]
     pickled: str | None = None
+    with_function: bool = False
 
 
-def recorded(*chunks: str) -> Case:
+def recorded(*chunks: str, function: bool = False) -> Case:
     """A recorded call whose arguments were pickled whole (objects, callables, sparse tensors).
 
     Every call of the case unpickles them afresh: floating tensors in float64,
     each tensor once even where objects share it, so that gradcheck's perturbation
     of an argument reaches the objects holding it.  The top-level floating tensors
     require grad as recorded (all of them if none did); sparse ones never do.
+    With ``function``, the pickle starts with the Function class: one defined inside
+    a function, which :func:`recorded_function` gives the test.
     """
-    return Case((), "".join(chunks))
+    return Case((), "".join(chunks), function)
+
+
+_recorded_functions: dict[str, Any] = {}
+
+
+def recorded_function(case: Case) -> Any:
+    """The Function class pickled with a recorded case (a class defined inside a function)."""
+    from autograd_lint.gentests import pickled
+
+    if not case.with_function or case.pickled is None:
+        raise ValueError("the case was not recorded with its Function class")
+    if case.pickled not in _recorded_functions:
+        _recorded_functions[case.pickled] = pickled.loads(case.pickled)[0]
+    return _recorded_functions[case.pickled]
 
 
 def _recorded_args(case: Case) -> tuple[Any, ...]:
     from autograd_lint.gentests import pickled
 
-    args = pickled.loads(case.pickled or "")
+    args = pickled.loads(case.pickled or "")[1 if case.with_function else 0:]
     top = [a for a in args if isinstance(a, torch.Tensor) and _is_differentiable_dtype(a.dtype)]
     strided = [a for a in top if a.layout == torch.strided]
     for tensor_arg in top:
@@ -237,9 +254,9 @@ def _make_tensor(arg: TensorArg, shape: tuple[int, ...], domain: Domain,
 
 
 def _build(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]], scalars: Iterator[float],
-           domain: Domain, seed: int, pickled: str | None = None) -> tuple[Any, ...]:
+           domain: Domain, seed: int, pickled: str | None = None, with_function: bool = False) -> tuple[Any, ...]:
     if pickled is not None:
-        return _recorded_args(Case((), pickled))
+        return _recorded_args(Case((), pickled, with_function))
     generator = torch.Generator().manual_seed(seed)
     built = []
     for arg in case_args:
@@ -344,7 +361,7 @@ def _search(function: Any, case: Case) -> Resolution | None:
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
     for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
-        args = _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled)
+        args = _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
         if not _forward_accepts(function, args):
             continue
         error = _backward_error(function, args)
@@ -377,7 +394,7 @@ def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
             f"If the Function is meant for other shapes, {RECORD_HINT}",
             pytrace=False,
         )
-    return _build(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed, case.pickled)
+    return _build(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed, case.pickled, case.with_function)
 
 
 def _fast_mode(tensors: Sequence[torch.Tensor]) -> bool:

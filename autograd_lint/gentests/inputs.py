@@ -84,6 +84,8 @@ class InputCase:
     args: tuple[Input, ...]
     # The recorded arguments, pickled (see :mod:`.pickled`): the replay uses them, ``args`` label the case.
     pickled: str | None = None
+    # ``pickled`` starts with the Function class (one defined inside a function).
+    with_function: bool = False
 
     @property
     def has_non_tensor(self) -> bool:
@@ -117,7 +119,7 @@ _PROMOTED_DTYPES = {
 }
 
 
-def normalise_case(args: tuple[Input, ...], pickled: str | None = None) -> InputCase:
+def normalise_case(args: tuple[Input, ...], pickled: str | None = None, with_function: bool = False) -> InputCase:
     """The case as checks run it: float64, and every float input requiring grad if none did.
 
     A call where no input requires grad (an inference-only test, or a literal call
@@ -132,7 +134,7 @@ def normalise_case(args: tuple[Input, ...], pickled: str | None = None) -> Input
             requires_grad = arg.is_differentiable and (arg.requires_grad or not any_requires_grad)
             arg = replace(arg, dtype=dtype, requires_grad=requires_grad)
         normalised.append(arg)
-    return InputCase(tuple(normalised), pickled)
+    return InputCase(tuple(normalised), pickled, with_function)
 
 
 def distinct(cases: list[InputCase], limit: int = MAX_CASES) -> tuple[InputCase, ...]:

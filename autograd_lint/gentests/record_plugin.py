@@ -196,6 +196,7 @@ class _PendingCall:
     structure: list[EncodedArg]
     example: list[EncodedArg] | None = None
     pickled: str | None = None
+    with_function: bool = False  # ``pickled`` starts with the Function class itself
 
 
 class _RecordingSession:
@@ -266,7 +267,9 @@ class _RecordingSession:
                 self.unrecorded_calls += 1
                 return None
             encoded = [self.encoder.encode(arg) for arg in positional]
-            needs_pickle = any(arg is None for arg in encoded)
+            # A class defined inside a function can't be imported by a test: it is pickled with the call.
+            local_class = "<locals>" in cls.__qualname__
+            needs_pickle = local_class or any(arg is None for arg in encoded)
             structure = [item if item is not None else self.encoder.describe(arg)
                          for item, arg in zip(encoded, positional)]
             call = _PendingCall(module, cls.__qualname__, self._source_path(cls), structure)  # type: ignore[arg-type]
@@ -277,7 +280,8 @@ class _RecordingSession:
             if not self.recorder.has_case(call.module, call.qualname, call.structure):
                 # Values only for the first call of each structure: the one a replay uses.
                 if needs_pickle:
-                    call.pickled = self._pickle(positional)
+                    call.pickled = self._pickle((cls, *positional) if local_class else positional)
+                    call.with_function = local_class
                     if call.pickled is None:
                         self.unpicklable_structures.add(failed_key)
                         self.unrecorded_calls += 1
@@ -320,7 +324,8 @@ class _RecordingSession:
 
     def keep(self, call: _PendingCall | None) -> None:
         if call is not None:
-            self.recorder.add(call.module, call.qualname, call.path, call.structure, call.example, call.pickled)
+            self.recorder.add(call.module, call.qualname, call.path, call.structure, call.example, call.pickled,
+                              call.with_function)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

@@ -12,7 +12,9 @@ with ``"pickled"`` beside ``"args"`` in a case whose arguments are not all
 tensors and literals (see :mod:`.pickled`): its ``args`` then also hold
 ``{"object": "module.Type"}``, and tensors that are sparse (``"layout"``) or
 inside containers are described by structure only; the replay unpickles the
-arguments.  Otherwise an ``ARG`` is one of ``{"tensor": TENSOR}``, ``{"value": 2}`` (None, bools,
+arguments (preceded by the Function class itself where the case has
+``"with_function": true``: a class defined inside a function, which a test
+cannot import).  Otherwise an ``ARG`` is one of ``{"tensor": TENSOR}``, ``{"value": 2}`` (None, bools,
 ints, strings), ``{"float": "0.5"}`` (``repr``, so that inf and nan survive),
 ``{"dtype": "float32"}``, ``{"tuple": [ARG, ...]}`` or ``{"list": [ARG, ...]}``
 (no tensors inside).  A ``TENSOR`` is ``{"shape": [3, 4], "dtype": "float32",
@@ -71,9 +73,10 @@ class FunctionRecord:
     counts: dict[str, int] = field(default_factory=dict)  # structure_key -> calls
     examples: dict[str, list[EncodedArg]] = field(default_factory=dict)  # structure_key -> first call's args
     pickles: dict[str, str] = field(default_factory=dict)  # structure_key -> first call's pickled args
+    with_function: set[str] = field(default_factory=set)  # structure_keys whose pickle starts with the class
 
     def add(self, args: list[EncodedArg], example: list[EncodedArg] | None, calls: int = 1,
-            pickled: str | None = None) -> None:
+            pickled: str | None = None, with_function: bool = False) -> None:
         key = structure_key(args)
         if key in self.counts or len(self.counts) < CASES_TRACKED:
             self.counts[key] = self.counts.get(key, 0) + calls
@@ -81,6 +84,8 @@ class FunctionRecord:
                 self.examples[key] = example if example is not None else args
                 if pickled is not None:
                     self.pickles[key] = pickled
+                    if with_function:
+                        self.with_function.add(key)
 
     def as_json(self) -> dict[str, Any]:
         ordered = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
@@ -89,7 +94,8 @@ class FunctionRecord:
             "qualname": self.qualname,
             "path": self.path,
             "cases": [{"calls": calls, "args": self.examples[key],
-                       **({"pickled": self.pickles[key]} if key in self.pickles else {})}
+                       **({"pickled": self.pickles[key]} if key in self.pickles else {}),
+                       **({"with_function": True} if key in self.with_function else {})}
                       for key, calls in ordered[:CASES_KEPT]],
         }
 
@@ -112,9 +118,10 @@ class Recorder:
         return record is not None and structure_key(args) in record.examples
 
     def add(self, module: str, qualname: str, path: str, args: list[EncodedArg],
-            example: list[EncodedArg] | None = None, pickled: str | None = None) -> None:
+            example: list[EncodedArg] | None = None, pickled: str | None = None,
+            with_function: bool = False) -> None:
         """Count a call of structure ``args``; ``example`` (with values) and ``pickled`` are kept for a new one."""
-        self._record(module, qualname, path).add(args, example, pickled=pickled)
+        self._record(module, qualname, path).add(args, example, pickled=pickled, with_function=with_function)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -127,7 +134,7 @@ class Recorder:
         for entry in data.get("functions", {}).values():
             record = self._record(entry["module"], entry["qualname"], entry["path"])
             for case in entry["cases"]:
-                record.add(case["args"], None, case["calls"], case.get("pickled"))
+                record.add(case["args"], None, case["calls"], case.get("pickled"), bool(case.get("with_function")))
 
     def write(self, path: str) -> None:
         """Write the recording, keeping Functions of an existing file that this run did not call.
@@ -245,7 +252,8 @@ class Recording:
             decoded = [_decode(arg, isinstance(pickled, str)) for arg in case["args"]]
             if all(d is not None for d in decoded):
                 cases.append(normalise_case(tuple(d for d in decoded if d is not None),
-                                            pickled if isinstance(pickled, str) else None))
+                                            pickled if isinstance(pickled, str) else None,
+                                            isinstance(pickled, str) and bool(case.get("with_function"))))
         return cases
 
 

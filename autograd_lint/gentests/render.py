@@ -105,7 +105,8 @@ def _case_source(case: InputCase) -> str:
         # The labels are in the case id; the arguments are the pickle's.
         chunks = [case.pickled[i:i + _PICKLE_LINE] for i in range(0, len(case.pickled), _PICKLE_LINE)]
         body = "\n".join(f"            {_quoted(chunk)}" for chunk in chunks)
-        return f"recorded(\n{body}\n        )"
+        function = ", function=True" if case.with_function else ""
+        return f"recorded(\n{body}\n        {function})"
     items = [_input_source(arg) for arg in case.args]
     return "Case((" + ", ".join(items) + ("," if len(items) == 1 else "") + "))"
 
@@ -138,7 +139,7 @@ def case_ids(inputs: FunctionInputs) -> list[str]:
 
 
 def class_name_for(spec: FunctionSpec, taken: set[str]) -> str:
-    base = "Test" + spec.qualname.replace(".", "_")
+    base = "Test" + spec.qualname.replace(".<locals>.", "_").replace(".", "_")
     name, suffix = base, 2
     while name in taken:
         name, suffix = f"{base}{suffix}", suffix + 1
@@ -172,12 +173,14 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
         marks = _required_device_marks(case)
         lines.append(f"        pytest.param({_case_source(case)}, id={_quoted(case_id)}{marks}),")
     lines.append("    ]")
+    # A class defined inside a function is unpickled from each recorded case.
+    subject = "recorded_function(case)" if "<locals>" in spec.qualname else f"subject.{spec.qualname}"
     for check in plan.checks:
         lines += [
             "",
             '    @pytest.mark.parametrize("case", CASES)',
             f"    def test_{check.value}(self, case: Case) -> None:",
-            f"        {check.harness_function}(subject.{spec.qualname}, case{plan.check_arguments(check)})",
+            f"        {check.harness_function}({subject}, case{plan.check_arguments(check)})",
         ]
     return lines
 
@@ -192,6 +195,8 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
         for case in plan.inputs.cases:
             if case.pickled is not None:
                 names.add("recorded")
+                if case.with_function:
+                    names.add("recorded_function")
                 continue
             for arg in case.args:
                 if isinstance(arg, TensorInput):

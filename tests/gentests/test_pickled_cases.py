@@ -77,17 +77,31 @@ class SparseMatmul(Function):
     @staticmethod
     def backward(ctx, grad):
         return None, torch.sparse.mm(ctx.sparse.t(), grad)
+
+
+def make_scale(factor):
+    class Scaled(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * factor
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * factor
+
+    return Scaled.apply
 '''
 
 WRONG = {"ctx.operator.scale * grad @ rhs.t()": "grad @ rhs.t()",
          "torch.sparse.mm(ctx.sparse.t(), grad)": "torch.sparse.mm(ctx.sparse, grad)",
+         "return grad * factor": "return grad",
          "grads = torch.autograd.grad(out, (y0, *params), grad, allow_unused=True)":
          "grads = torch.autograd.grad(out, (y0, *params), grad, allow_unused=True)\n"
          "            grads = (grads[0], *(2 * g for g in grads[1:]))"}
 
 TESTS = '''\
 import torch
-from ops import Integrate, Matmul, Operator, SparseMatmul
+from ops import Integrate, Matmul, Operator, SparseMatmul, make_scale
 
 
 class Field(torch.nn.Module):
@@ -113,6 +127,10 @@ def test_integrate():
 def test_sparse():
     sparse = torch.tensor([[1.0, 2.0, 0.0], [0.0, 3.0, 0.0], [4.0, 0.0, 5.0]]).to_sparse()
     SparseMatmul.apply(sparse, torch.randn(3, 2, requires_grad=True))
+
+
+def test_local_class():
+    make_scale(3.0)(torch.randn(2, requires_grad=True))
 '''
 
 
@@ -134,10 +152,10 @@ def test_object_arguments_are_pickled_replayed_and_checked(pytester: pytest.Pyte
         project = pytester.path / name
         monkeypatch.chdir(project)
         result = pytester.runpytest_subprocess("test_usage.py", "--autograd-record", "-p", "no:cacheprovider")
-        result.assert_outcomes(passed=3)
-        result.stdout.fnmatch_lines(["autograd-lint: recorded inputs of 3 Function(s) to *inputs.json"])
+        result.assert_outcomes(passed=4)
+        result.stdout.fnmatch_lines(["autograd-lint: recorded inputs of 4 Function(s) to *inputs.json"])
         data = json.loads((project / ".autograd-lint" / "inputs.json").read_text())
-        cases = {key.rsplit(".", 1)[-1]: entry["cases"] for key, entry in data["functions"].items()}
+        cases = {entry["qualname"] if "<locals>" in key else key.rsplit(".", 1)[-1]: entry["cases"] for key, entry in data["functions"].items()}
         assert cases["Matmul"][0]["args"][0] == {"object": "ops.Operator"}
         assert all("pickled" in entry[0] for entry in cases.values())
         assert cases["SparseMatmul"][0]["args"][0]["tensor"]["layout"] == "sparse_coo"
@@ -146,8 +164,11 @@ def test_object_arguments_are_pickled_replayed_and_checked(pytester: pytest.Pyte
 
         generated = gen_tests(project, "ops.py", "--out", "generated")
         assert generated.returncode == 0, generated.stderr
-        assert "3 recorded" in generated.stdout
+        assert "4 recorded" in generated.stdout, generated.stdout
         text = (project / "generated" / "test_gradcheck_ops.py").read_text()
+        # A class defined inside a function is pickled with its recorded call.
+        assert cases["make_scale.<locals>.Scaled"][0]["with_function"] is True
+        assert "check_gradcheck(recorded_function(case), case)" in text
         assert "recorded(" in text and 'id="recorded-Operator-3x2-4x3"' in text
         monkeypatch.chdir(pytester.path)
         (project / "test_usage.py").unlink()  # the replay must not need the test module
@@ -155,6 +176,7 @@ def test_object_arguments_are_pickled_replayed_and_checked(pytester: pytest.Pyte
                                       f"--junitxml={project / 'report.xml'}")
     correct = outcomes_by_class(pytester.path / "correct" / "report.xml")
     assert {name: dict(counts) for name, counts in correct.items()} == {
-        "TestMatmul": {"passed": 3}, "TestIntegrate": {"passed": 3}, "TestSparseMatmul": {"passed": 2}}
+        "TestMatmul": {"passed": 3}, "TestIntegrate": {"passed": 3}, "TestSparseMatmul": {"passed": 2},
+        "Testmake_scale_Scaled": {"passed": 2}}
     wrong = outcomes_by_class(pytester.path / "wrong" / "report.xml")
     assert all(counts["failed"] >= 1 for counts in wrong.values()), wrong
