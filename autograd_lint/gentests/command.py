@@ -22,6 +22,7 @@ from autograd_lint.gentests.checks import checks_for
 from autograd_lint.gentests.custom_ops import op_targets, output_name as op_output_name, plan_op, render_op_module
 from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
+from autograd_lint.gentests.not_derivative import not_the_derivative
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
 from autograd_lint.gentests.surrogate import DeclarationError, Surrogate, declared_surrogate
 from autograd_lint.gentests.writer import FileState, compose, file_state, write_python_atomic
@@ -193,14 +194,22 @@ def run(args: argparse.Namespace) -> int:
                 except DeclarationError as error:
                     report(str(error))
                     surrogate = None
+                if surrogate is None and (reason := not_the_derivative(spec, lines)) is not None:
+                    surrogate = Surrogate(None, inferred=reason)
+                    hints.append(f"{spec.path}:{spec.position.line}: {spec.qualname}: backward plainly is not the "
+                                 f"derivative of forward: {reason}; generated as a surrogate gradient with "
+                                 "test_gradcheck expected to fail (declare it, or fix backward)")
                 plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity))
             return plans, render_module(target.module, plans, root_from_test)
 
+        hints: list[str] = []
         try:
             plans, body = run_guarded(target.path, "planning the tests", plan_module)
         except SourceError as error:
             report(str(error))
             continue
+        for hint in hints:
+            print(hint)
         origins.update(plan.inputs.origin for plan in plans)
         display = os.path.relpath(target.path).replace(os.sep, "/")
         text = compose(header_comment(display, target.module), body)

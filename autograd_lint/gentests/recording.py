@@ -113,9 +113,12 @@ class Recorder:
         return self.functions[key]
 
     def has_case(self, module: str, qualname: str, args: list[EncodedArg]) -> bool:
-        """Whether a call of this structure was kept already (its values need not be encoded)."""
+        """Whether a call of this structure was kept already, or no longer can be (its values need not be encoded)."""
         record = self.functions.get(f"{module}.{qualname}")
-        return record is not None and structure_key(args) in record.examples
+        if record is None:
+            return False
+        key = structure_key(args)
+        return key in record.examples or (key not in record.counts and len(record.counts) >= CASES_TRACKED)
 
     def add(self, module: str, qualname: str, path: str, args: list[EncodedArg],
             example: list[EncodedArg] | None = None, pickled: str | None = None,

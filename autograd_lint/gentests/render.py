@@ -156,7 +156,9 @@ def _required_device_marks(case: InputCase) -> str:
 def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
     spec, inputs = plan.spec, plan.inputs
     description = _ORIGIN_DESCRIPTIONS[inputs.origin]
-    if plan.surrogate is not None:
+    if plan.surrogate is not None and plan.surrogate.inferred is not None:
+        description += "; backward plainly is not the derivative of forward (undeclared surrogate gradient)"
+    elif plan.surrogate is not None:
         description += "; a declared surrogate gradient (backward is not the derivative of forward)"
     lines = [
         "",
@@ -176,8 +178,12 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
     # A class defined inside a function is unpickled from each recorded case.
     subject = "recorded_function(case)" if "<locals>" in spec.qualname else f"subject.{spec.qualname}"
     for check in plan.checks:
+        lines.append("")
+        if check is Check.GRADCHECK and plan.surrogate is not None and plan.surrogate.inferred is not None:
+            reason = (f"backward plainly is not the derivative of forward: {plan.surrogate.inferred}; if that is "
+                      "deliberate, declare it (# autograd-lint: surrogate-gradient), else fix backward")
+            lines.append(f"    @pytest.mark.xfail(reason={_quoted(reason)}, strict=False)")
         lines += [
-            "",
             '    @pytest.mark.parametrize("case", CASES)',
             f"    def test_{check.value}(self, case: Case) -> None:",
             f"        {check.harness_function}({subject}, case{plan.check_arguments(check)})",
