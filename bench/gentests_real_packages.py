@@ -22,6 +22,7 @@ Markdown table row per package and one line per failing test.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -42,6 +43,7 @@ class Package:
     repository: str | None  # owner+name of the /work/.mirror directory
     commit: str | None
     tests: tuple[str, ...]  # test paths: in the repository, or (no repository) in site-packages
+    pytest_args: tuple[str, ...] = ()  # e.g. ("-k", "...") to run only the tests that call the Functions
 
 
 PACKAGES = (
@@ -95,7 +97,11 @@ def gen_tests(source: Path, package: Package, out: Path, inputs: Path, config: P
 
 
 def run_suite(python: Path, suite: Path, report: Path) -> tuple[dict[str, Counter[str]], list[str], float]:
-    """Per-Function outcome counts, the failing node ids with their first message line, wall time."""
+    """Per-Function outcome counts, the failing node ids with their first message line, wall time.
+
+    An expected failure (xfail: gradcheck of a Function whose backward plainly is not
+    the derivative) is "skipped" in JUnit XML: it counts as not run.
+    """
     start = time.perf_counter()
     subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite),
                     f"--junitxml={report}"], capture_output=True, text=True, env=environment(), timeout=TEST_TIMEOUT)
@@ -148,13 +154,63 @@ def record(python: Path, package: Package, sources: Path, work: Path, recording:
         # The plugin is found through its entry point: PYTHONPATH holds the worktree and its egg-info.
         result = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                  f"--autograd-record-file={recording}",
-                                 *package.tests], cwd=cwd, capture_output=True, text=True, env=environment(),
+                                 *package.pytest_args, *package.tests], cwd=cwd, capture_output=True, text=True, env=environment(),
                                 timeout=TEST_TIMEOUT)
     except subprocess.TimeoutExpired:
         return f"timed out after {TEST_TIMEOUT} s"
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     recorded = next((line for line in lines if line.startswith("autograd-lint:")), "nothing recorded")
     return f"{lines[-1].strip('= ') if lines else result.stderr[-200:]}; {recorded}"
+
+
+def agl009_cross_check(sources: Path, package: Package, outcomes: dict[str, dict[str, Counter[str]]]) -> list[str]:
+    """Where the generated gradgradcheck and the static rule AGL009 disagree about a Function.
+
+    ``outcomes`` maps the Function's test-class name to its per-test outcome counts.
+    AGL009 names the class that defines backward (a base class for inherited ones).
+    """
+    sys.path.insert(0, str(WORKTREE))
+    from autograd_lint.config import project_settings
+    from autograd_lint.model.discovery import run as discover
+
+    root = sources / package.name
+    result = subprocess.run([sys.executable, "-m", "autograd_lint", "check", str(root), "--select", "AGL009",
+                             "--isolated", "--output-format", "json", "--exit-zero", "-j", "1"],
+                            capture_output=True, text=True, env=environment())
+    flagged = {d["message"].split(".backward", 1)[0].split(".vjp", 1)[0]
+               for d in json.loads(result.stdout or "{}").get("diagnostics", [])}
+    settings = project_settings([str(root)], None, True)
+    lines = []
+    for spec in discover([str(root)], settings, lambda analysis, settings: None).functions:
+        backward = spec.backward_method
+        if backward is None:
+            continue
+        name = spec.qualname.replace(".<locals>.", "_").replace(".", "_")
+        tests = outcomes.get(name, Counter())
+        gradgrad = tests.get("gradgradcheck", Counter())
+        static = backward.defined_in.rsplit(".", 1)[-1] in flagged
+        failed = bool(gradgrad["failure"] or gradgrad["error"])
+        passed = bool(gradgrad["passed"]) and not failed
+        if failed and not static:
+            lines.append(f"  {spec.qualname}: gradgradcheck fails, AGL009 silent")
+        elif static and passed:
+            lines.append(f"  {spec.qualname}: AGL009 reports it, gradgradcheck passes")
+        elif failed and static:
+            lines.append(f"  {spec.qualname}: both (gradgradcheck fails, AGL009 reports it)")
+        elif static and backward.is_once_differentiable is False and not gradgrad:
+            lines.append(f"  {spec.qualname}: AGL009 reports it, gradgradcheck did not run")
+    return lines
+
+
+def test_outcomes(report: Path) -> dict[str, dict[str, Counter[str]]]:
+    """Test class -> check name (test_ and the case id removed) -> outcome counts."""
+    found: dict[str, dict[str, Counter[str]]] = {}
+    for case in ElementTree.parse(report).iter("testcase"):
+        function = case.get("classname", "").rsplit(".", 1)[-1].removeprefix("Test")
+        check = (case.get("name") or "").split("[", 1)[0].removeprefix("test_")
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        found.setdefault(function, {}).setdefault(check, Counter())[kinds[0] if kinds else "passed"] += 1
+    return found
 
 
 def main() -> int:
@@ -166,6 +222,8 @@ def main() -> int:
                         help="add the surrogate-gradient declarations of DECLARED to the configuration")
     parser.add_argument("--modes", nargs="+", choices=("without", "with"), default=["without", "with"],
                         help="run without and/or with a recording (default both)")
+    parser.add_argument("--agl009", action="store_true",
+                        help="cross-check failing gradgradchecks with the static rule AGL009")
     args = parser.parse_args()
     python = args.venv / "bin" / "python"
     sources = site_packages(args.venv)
@@ -198,6 +256,11 @@ def main() -> int:
             cells.append(f"{counts['ran']} / {counts['passed']} / {counts['failed']} / {counts['skipped']}")
             times.append(f"{elapsed:.1f} s")
             details.extend(f"  {mode}: FAILED {failure}" for failure in failures)
+            if args.agl009:
+                details.append(f"{package.name} {mode} recording, gradgradcheck vs AGL009:")
+                details.extend(agl009_cross_check(sources, package,
+                                                  test_outcomes(args.work / f"{package.name}-{mode}.xml")) or
+                               ["  no Function with a gradgradcheck or AGL009 finding"])
         print(f"| {package.name} | {counts['functions']} | {' | '.join(cells)} | {' / '.join(times)} |")
     print()
     print("\n".join(details))

@@ -397,6 +397,30 @@ def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
     return _build(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed, case.pickled, case.with_function)
 
 
+def _nondeterminism(call: Callable[..., tuple[torch.Tensor, ...]], inputs: tuple[torch.Tensor, ...]) -> float:
+    """gradcheck's ``nondet_tol``: 0 when two identical backward passes agree bit for bit.
+
+    Atomics (scatter-add, index_add on some devices) make backward vary between
+    runs; gradcheck then fails on "Backward is not reentrant" though the formula is
+    right.  The tolerance is ten times the largest difference seen.
+    """
+    try:
+        outputs = [out for out in call(*inputs) if out.requires_grad]
+        if not outputs:
+            return 0.0
+        grad_outputs = [torch.ones_like(out) for out in outputs]
+        runs = [torch.autograd.grad(outputs, inputs, grad_outputs, retain_graph=True, allow_unused=True)
+                for _ in range(2)]
+    except Exception:  # noqa: BLE001 - gradcheck itself reports what goes wrong
+        return 0.0
+    worst = 0.0
+    for first, second in zip(*runs):
+        if first is not None and second is not None and first.shape == second.shape and first.layout == torch.strided:
+            difference = (first - second).abs().nan_to_num(0.0)
+            worst = max(worst, float(difference.max()) if difference.numel() else 0.0)
+    return 10 * worst
+
+
 def _fast_mode(tensors: Sequence[torch.Tensor]) -> bool:
     return sum(t.numel() for t in tensors) > FAST_MODE_THRESHOLD
 
@@ -458,6 +482,7 @@ def _run_gradcheck(what: str, function: Any, case: Case, run: Callable[..., bool
     """
     args = make_args(function, case)
     call, inputs = _differentiable_call(function, args)
+    options.setdefault("nondet_tol", _nondeterminism(call, inputs))
     # Double backward also differentiates with respect to the output gradients.
     options["fast_mode"] = _fast_mode(inputs + call(*inputs) if double_backward else inputs)
     try:
@@ -470,10 +495,12 @@ def _run_gradcheck(what: str, function: Any, case: Case, run: Callable[..., bool
         looser = f"with atol and rtol {_LOOSER} times looser it passes: the difference is small, check the conditioning"
     except _GradcheckError:
         looser = f"with atol and rtol {_LOOSER} times looser it still fails: the formula is wrong, not the precision"
+    nondeterministic = (f"backward is nondeterministic: nondet_tol={options['nondet_tol']:.3g} was used\n"
+                        if options.get("nondet_tol") else "")
     pytest.fail(
         f"{function.__qualname__}: {what}\n"
         f"inputs (float64): {_describe_inputs(args)}; {_where()}\n"
-        f"{looser}\n"
+        f"{looser}\n{nondeterministic}"
         f"gradcheck said: {detail}",
         pytrace=False,
     )
@@ -548,8 +575,13 @@ def check_vmap(function: Any, case: Case, surrogate: bool = False) -> None:
     if surrogate:
         return
     call, inputs = _differentiable_call(function, first)
+    # Batched forward-mode gradients too, where the Function has a jvp.
+    forward_ad = getattr(function, "jvp", None) is not None and \
+        getattr(function.jvp, "__func__", function.jvp) is not getattr(torch.autograd.Function.jvp, "__func__",
+                                                                           torch.autograd.Function.jvp)
     torch.autograd.gradcheck(call, inputs, check_batched_grad=True, check_undefined_grad=False,
-                             fast_mode=_fast_mode(inputs))
+                             check_forward_ad=forward_ad, check_batched_forward_grad=forward_ad,
+                             nondet_tol=_nondeterminism(call, inputs), fast_mode=_fast_mode(inputs))
 
 
 def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:

@@ -238,11 +238,19 @@ def parameter_kinds(spec: FunctionSpec) -> dict[str, Kind]:
     """The kind of each forward input as the analysis knows it.
 
     A parameter forward (or ``setup_context``, by the same name) passes to
-    ``save_for_backward`` or ``mark_dirty``, or uses as a tensor, is a tensor; one
+    ``save_for_backward`` or ``mark_dirty``, uses as a tensor or returns as it is,
+    is a tensor; one
     annotated or defaulted as a number is not.
     """
     forward = spec.method("forward")
     kinds = dict(forward.param_kinds) if forward is not None else {}
+    if forward is not None:
+        # An input forward returns as it is is an output: a tensor.
+        for ret in forward.returns:
+            for value in (ret.elements or ()) + ((ret.value,) if ret.value is not None else ()):
+                if value.name is not None and kinds.get(value.name, Kind.UNKNOWN) is Kind.UNKNOWN \
+                        and any(param.name == value.name for param in forward.params):
+                    kinds[value.name] = Kind.TENSOR
     setup = spec.method("setup_context")
     if setup is not None:
         for api in ("save_for_backward", "mark_dirty"):
