@@ -54,7 +54,7 @@ PACKAGES = (
     Package("torchdiffeq", "rtqichen+torchdiffeq", "657943acefa826ef04c025ebeb1ff5e9d60dc268",
             ("tests/gradient_tests.py",)),
     Package("torchsde", "google-research+torchsde", "eb3a00e31cbd56176270066ed2f62c394cf6acb7",
-            ("tests/test_adjoint.py",)),
+            ("tests/test_adjoint.py",), ("-k", "test_basic")),
     Package("qpth", "locuslab+qpth", "528e9f629c7d0cfeef766bbcf4902e2fe264c61c", ("test.py",)),
     Package("e3nn", "e3nn+e3nn", "2aa7f58440a06b15352a2cbce01fa4c26f824969", ("tests/math/soft_unit_step_test.py",)),
     Package("linear_operator", "cornellius-gp+linear_operator", "386cff780e1fc17317d3c1ce19604b5637736ca5",
@@ -75,7 +75,7 @@ DECLARED = {
                    '"torchdiffeq._impl.misc._StitchGradient" = "lambda x1, out: x1", '
                    '"torchdiffeq._impl.rk_common._UncheckedAssign" = ""}\n',
 }
-TEST_TIMEOUT = 900
+TEST_TIMEOUT = 1800
 
 
 def site_packages(venv: Path) -> Path:
@@ -224,6 +224,8 @@ def main() -> int:
                         help="run without and/or with a recording (default both)")
     parser.add_argument("--agl009", action="store_true",
                         help="cross-check failing gradgradchecks with the static rule AGL009")
+    parser.add_argument("--reuse-recording", action="store_true",
+                        help="with recording: use the recording of an earlier run in --work when there is one")
     args = parser.parse_args()
     python = args.venv / "bin" / "python"
     sources = site_packages(args.venv)
@@ -246,6 +248,8 @@ def main() -> int:
             recording = args.work / f"{package.name}-inputs.json"
             if mode == "without":
                 recording.unlink(missing_ok=True)
+            elif args.reuse_recording and recording.exists():
+                details.append(f"{package.name} own tests: not run again, recording {recording} reused")
             else:
                 details.append(f"{package.name} own tests: {record(python, package, sources, args.work, recording)}")
             suite = args.work / f"{package.name}-{mode}"

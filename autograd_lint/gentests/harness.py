@@ -107,6 +107,9 @@ def _recorded_args(case: Case) -> tuple[Any, ...]:
     from autograd_lint.gentests import pickled
 
     args = pickled.loads(case.pickled or "")[1 if case.with_function else 0:]
+    # A floating dtype argument follows its tensors to float64 (pickles of older recordings keep torch's own).
+    args = tuple((torch.complex128 if a.is_complex else torch.float64)
+                 if isinstance(a, torch.dtype) and (a.is_floating_point or a.is_complex) else a for a in args)
     top = [a for a in args if isinstance(a, torch.Tensor) and _is_differentiable_dtype(a.dtype)]
     strided = [a for a in top if a.layout == torch.strided]
     for tensor_arg in top:
@@ -428,15 +431,39 @@ def _fast_mode(tensors: Sequence[torch.Tensor]) -> bool:
 DifferentiableCall = Callable[..., tuple[torch.Tensor, ...]]
 
 
+def _is_symmetric(value: torch.Tensor) -> bool:
+    """A real matrix (or batch of them) equal to its transpose, larger than 1x1."""
+    return (value.layout == torch.strided and value.dtype.is_floating_point and value.dim() >= 2
+            and value.shape[-1] == value.shape[-2] > 1 and bool(torch.equal(value, value.mT)))
+
+
+def _symmetric_positions(args: tuple[Any, ...], positions: list[int]) -> list[int]:
+    """The inputs that arrive symmetric: their domain is symmetric matrices, checked on symmetric perturbations."""
+    return [i for i in positions if _is_symmetric(args[i])]
+
+
 def _differentiable_call(function: Any, args: tuple[Any, ...]) -> tuple[DifferentiableCall, tuple[torch.Tensor, ...]]:
-    """``apply`` as a function of the inputs that require grad, returning differentiable outputs."""
+    """``apply`` as a function of the inputs that require grad, returning differentiable outputs.
+
+    A symmetric matrix input (a covariance, a kernel matrix, recorded or with recorded
+    ``symmetric`` statistics) is passed as ``(x + x.mT) / 2``: finite differences
+    then perturb it symmetrically, as its domain requires (an eigendecomposition's
+    backward is only defined for symmetric inputs), and the checked gradient is
+    backward's projected onto symmetric matrices.  Every call seeds torch's CPU
+    random generator alike (inside a forked RNG state).
+    """
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+    symmetric = set(_symmetric_positions(args, positions))
 
     def call(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         full = list(args)
         for position, value in zip(positions, inputs):
-            full[position] = value
-        return _differentiable_outputs(function.apply(*full))
+            full[position] = (value + value.mT) / 2 if position in symmetric else value
+        # The same random numbers at every call: a forward that draws some (a random
+        # start vector, a dropout mask) is then a function finite differences can check.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(SEED)
+            return _differentiable_outputs(function.apply(*full))
 
     inputs = tuple(args[i] for i in positions)
     if not inputs:
@@ -459,7 +486,11 @@ def _describe_inputs(args: tuple[Any, ...]) -> str:
     parts = []
     for index, arg in enumerate(args):
         if isinstance(arg, torch.Tensor):
-            layout = "" if arg.is_contiguous() else ", non-contiguous"
+            layout = "" if arg.layout != torch.strided or arg.is_contiguous() else ", non-contiguous"
+            if arg.layout != torch.strided:
+                layout += f", {str(arg.layout).removeprefix('torch.')}"
+            elif arg.requires_grad and _is_symmetric(arg):
+                layout += ", symmetric (perturbed symmetrically)"
             grad = ", requires_grad" if arg.requires_grad else ""
             parts.append(f"#{index}: tensor {tuple(arg.shape)} {str(arg.dtype).removeprefix('torch.')}{layout}{grad}")
         else:

@@ -73,6 +73,20 @@ def rebuild_tensor(state: tuple[Any, ...]) -> Any:
     return values.requires_grad_(requires_grad and differentiable)
 
 
+def rebuild_dtype(name: str) -> Any:
+    """A recorded ``torch.dtype`` argument; a floating one is float64 while the harness loads.
+
+    A dtype passed to a Function is the dtype it makes its tensors in: with the
+    inputs promoted to float64, a float32 one would mix precisions.
+    """
+    import torch
+
+    dtype = getattr(torch, name)
+    if _PROMOTE[0] and (dtype.is_floating_point or dtype.is_complex):
+        return torch.complex128 if dtype.is_complex else torch.float64
+    return dtype
+
+
 def _pickler_class() -> type:
     try:
         import cloudpickle
@@ -86,6 +100,8 @@ def _pickler_class() -> type:
         def reducer_override(self, obj: Any) -> Any:
             if isinstance(obj, torch.Tensor):
                 return rebuild_tensor, (_tensor_state(torch, obj),)
+            if isinstance(obj, torch.dtype):
+                return rebuild_dtype, (str(obj).removeprefix("torch."),)
             if isinstance(obj, (torch.Generator, torch.Stream if hasattr(torch, "Stream") else ())):
                 raise NotPicklable(type(obj).__qualname__)
             parent = getattr(super(), "reducer_override", None)

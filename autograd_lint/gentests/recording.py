@@ -1,7 +1,7 @@
 """The recorded-inputs file: what ``pytest --autograd-record`` writes and gen-tests reads.
 
-The file is JSON, deterministic (sorted keys, cases ordered by call count then
-text)::
+The file is JSON, deterministic (sorted keys, cases ordered by call count, then
+size, then text)::
 
     {"format": 2,
      "functions": {"pkg.ops.Square": {"module": "pkg.ops", "qualname": "Square",
@@ -87,8 +87,23 @@ class FunctionRecord:
                     if with_function:
                         self.with_function.add(key)
 
+    def _size(self, key: str) -> int:
+        """How large a case is: its pickle's length, else its tensors' elements (smaller cases check faster)."""
+        if key in self.pickles:
+            return len(self.pickles[key])
+        size = 0
+        for arg in self.examples.get(key, ()):
+            shape = arg.get("tensor", {}).get("shape") if isinstance(arg, dict) else None
+            if isinstance(shape, list):
+                elements = 1
+                for dimension in shape:
+                    elements *= int(dimension)
+                size += elements
+        return size
+
     def as_json(self) -> dict[str, Any]:
-        ordered = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
+        # The most frequent first; among equally frequent ones, the smallest.
+        ordered = sorted(self.counts.items(), key=lambda item: (-item[1], self._size(item[0]), item[0]))
         return {
             "module": self.module,
             "qualname": self.qualname,
