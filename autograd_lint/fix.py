@@ -167,7 +167,7 @@ def read_for_rewrite(path: str) -> tuple[bytes, str, str]:
             data = handle.read()
     except OSError as error:
         raise SourceError(path, f"cannot be read: {error.strerror or error}") from None
-    text = decode_source(data, path)
+    text = decode_source(data, path, for_rewrite=True)
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data, encoding, text
 

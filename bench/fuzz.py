@@ -48,7 +48,7 @@ class Tally:
     def fail(self, reason: str, data: bytes, label: str) -> None:
         name = f"{self.kind}-{len(self.failures):04d}.py.bin"
         (self.out / name).write_bytes(data)
-        self.failures.append({"file": name, "input": label, "reason": reason[:500]})
+        self.failures.append({"file": name, "input": label, "reason": reason[:4000]})
 
     def save(self) -> None:
         figures = {
@@ -86,7 +86,12 @@ def run_batch(tally: Tally, batch: dict[str, bytes]) -> None:
         try:
             check_run(batch, Path(directory) / "run", timeout=600)
         except PropertyFailure as failure:
-            tally.fail(f"directory run: {failure}", b"\n".join(batch.values()), "batch")
+            # Keep the batch's files themselves, so that the run can be repeated.
+            kept = tally.out / f"batch-{tally.runs:04d}"
+            kept.mkdir(exist_ok=True)
+            for name, data in batch.items():
+                (kept / name).write_bytes(data)
+            tally.fail(f"directory run: {failure}", b"", f"batch {kept.name}")
     tally.runs += 1
 
 

@@ -9,6 +9,7 @@ a string, or indentation); it must not be used on source text.
 
 from __future__ import annotations
 
+import ast
 import functools
 import io
 import os
@@ -84,10 +85,16 @@ def split_lines(text: str) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def decode_source(data: bytes, path: str) -> str:
+def decode_source(data: bytes, path: str, *, for_rewrite: bool = False) -> str:
     """Decode ``data`` as Python source (PEP 263 cookie or BOM, else UTF-8).
 
-    Raises :class:`SourceError` for NUL bytes, an unknown encoding or undecodable bytes.
+    CPython compiles a file whose undecodable bytes are all in comments (importlib
+    hands ``compile`` the bytes, so such a module imports); those bytes are read
+    as U+FFFD, which keeps every line and every column of code.  A rewrite
+    (``for_rewrite``) would change them, so there they are an error.
+
+    Raises :class:`SourceError` for NUL bytes, an unknown encoding or undecodable
+    bytes that Python does not accept either.
     """
     nul = data.find(b"\x00")
     if nul != -1:
@@ -101,19 +108,34 @@ def decode_source(data: bytes, path: str) -> str:
         encoding, cookie_problem = "utf-8", exc.msg
     else:
         cookie_problem = None
+    codec = "utf-8-sig" if encoding == "utf-8-sig" else encoding
     try:
-        text = data.decode("utf-8-sig" if encoding == "utf-8-sig" else encoding)
+        text = data.decode(codec)
     except UnicodeDecodeError as exc:
         line = _byte_line(data, exc.start)
         bad = data[exc.start : exc.start + 1].hex()
-        raise SourceError(
-            path, f"cannot be decoded as {encoding} (byte 0x{bad} at offset {exc.start})", line
-        ) from None
+        where = f"byte 0x{bad} at offset {exc.start}"
+        if not python_compiles(data):
+            raise SourceError(path, f"cannot be decoded as {encoding} ({where})", line) from None
+        if for_rewrite:
+            raise SourceError(
+                path, f"not rewritten: {where} is not {encoding} (Python skips it in a comment)", line
+            ) from None
+        return data.decode(codec, errors="replace")
     except LookupError:
         raise SourceError(path, f"unknown encoding {encoding!r}") from None
     if cookie_problem is not None:
         raise SourceError(path, f"bad encoding declaration: {cookie_problem}")
     return text
+
+
+def python_compiles(data: bytes) -> bool:
+    """Whether CPython parses ``data`` as a module, the way ``import`` reads a file's bytes."""
+    try:
+        compile(data, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return False
+    return True
 
 
 def _byte_line(data: bytes, offset: int) -> int:

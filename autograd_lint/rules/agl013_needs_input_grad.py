@@ -102,8 +102,12 @@ def _origin_bindings(bindings: Iterable[Binding]) -> list[Binding]:
     """``bindings`` with each narrowing replaced by the bindings it narrows (the same value)."""
     found: list[Binding] = []
     stack = list(bindings)
+    seen: set[int] = set()
     while stack:
         binding = stack.pop()
+        if id(binding) in seen:  # narrowings in a loop alias each other in a cycle
+            continue
+        seen.add(id(binding))
         if binding.how is How.NARROWING:
             stack.extend(binding.aliases)
         elif binding not in found:

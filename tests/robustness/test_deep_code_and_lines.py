@@ -108,3 +108,23 @@ def test_lines_are_pythons_lines() -> None:
     text = "a = 1  # \u2028 \x0c \x85 \x1c\nb = '\u2029'\r\nc\n"
     assert split_lines(text) == ("a = 1  # \u2028 \x0c \x85 \x1c\n", "b = '\u2029'\r\n", "c\n")
     assert len(text.splitlines()) == 8  # what str.splitlines() gets wrong
+
+
+def test_undecodable_bytes_in_a_comment_are_read_as_python_reads_them(tmp_path: Path) -> None:
+    # Found by the long fuzz run: CPython compiles (and imports) a file whose bytes
+    # that are not UTF-8 all sit in comments, so it must be analysed, not reported.
+    data = FUNCTION.replace("import torch\n", "import torch\n# timings: 0.12\xc3 s\n").encode("latin-1")
+    data = data.replace(b"return grad * b\n", b"return grad * b  # \xed\xa0\n")
+    compile(data, "comment_bytes.py", "exec")
+    (tmp_path / "comment_bytes.py").write_bytes(data)
+    result = check("comment_bytes.py", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (1, "")
+    assert result.stdout.startswith("comment_bytes.py:14:9: AGL001 ")
+    # A rewrite would change those bytes: --fix and --add-noqa refuse, with one line.
+    fixed = check("--add-noqa", "comment_bytes.py", cwd=tmp_path)
+    assert fixed.returncode == 2 and "Traceback" not in fixed.stderr
+    assert fixed.stderr.splitlines() == [
+        "error: comment_bytes.py:2: not rewritten: byte 0xc3 at offset 28 is not utf-8 (Python skips it in a comment)",
+        "Added noqa comments to 0 lines.",
+    ]
+    assert (tmp_path / "comment_bytes.py").read_bytes() == data
