@@ -3,11 +3,15 @@
 Usage::
 
     python3 -m venv --system-site-packages /work/venvs/gentests-real
-    echo torch==2.13.0 > constraints.txt
-    /work/venvs/gentests-real/bin/pip install -c constraints.txt \\
+    /work/venvs/gentests-real/bin/pip install --no-deps \\
         entmax==1.3 pytorch-revgrad==0.2.0 torchdiffeq==0.2.5 torchsde==0.2.6 qpth==0.0.18 \\
-        e3nn==0.6.0 linear-operator==0.6.1 sparsemax==0.1.9
-    python bench/gentests_real_packages.py --venv /work/venvs/gentests-real --work /tmp/gentests-real
+        e3nn==0.6.0 linear-operator==0.6.1 sparsemax==0.1.9 \\
+        trampoline boltons cvxpy qdldl clarabel numdifftools opt_einsum_fx opt_einsum
+    python bench/gentests_real_packages.py --venv /work/venvs/gentests-real --work /tmp/gentests-real --agl009
+
+(``--no-deps`` keeps pip away from torch; the second line is what the packages
+and their tests import beyond the system site: cvxpy with a solver for qpth's
+tests, numdifftools for them too, opt_einsum_fx for e3nn.)
 
 For each package: ``autograd-lint gen-tests`` on the installed package
 (``--isolated``, plus the package's entry in :data:`CONFIG`), the generated suite
