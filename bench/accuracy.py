@@ -1,7 +1,7 @@
 """Accuracy of ``autograd-lint check`` on real repositories, judged by hand.
 
 Usage:
-  python bench/accuracy.py run [--tool PATH] [--out FILE] [--only NAME ...] [--count-functions]
+  python bench/accuracy.py run [--tool PATH] [--out FILE] [--only NAME ...] [--count-functions] [--selection all|default]
   python bench/accuracy.py table RESULTS [--judgements CSV]
   python bench/accuracy.py unjudged RESULTS [--judgements CSV] [--before EARLIER_RESULTS]
   python bench/accuracy.py repos RESULTS
@@ -10,9 +10,11 @@ Usage:
 ``run`` extracts every repository of bench/accuracy_repos.txt at its pinned
 commit into --realcode (default /work/realcode/<name>, from the bare git dirs
 the ``fetch`` tool leaves under --mirrors, default /work/.mirror), runs the
-given ``autograd-lint`` over each with every rule selected (off-by-default ones
-included) and no configuration file, writes all diagnostics to --out as JSON
-and prints per-rule counts.
+given ``autograd-lint`` over each with no configuration file, writes all
+diagnostics to --out as JSON and prints per-rule counts.  ``--selection all``
+(the default) selects every rule, off-by-default ones included (the compile
+family AGL150-AGL154, AGL030, AGL100): what the rules can find.  ``--selection
+default`` selects nothing: what a new user gets from a plain ``autograd-lint check``.
 
 ``table`` merges a results file with the judgements (bench/accuracy_judgements.csv:
 repo, path, line, code, verdict, note, message_contains; verdict is ``true`` = worth acting on,
@@ -119,11 +121,10 @@ def count_functions(tool: Path, tree: Path) -> int:
     return int(done.stdout)
 
 
-def lint(tool: Path, tree: Path, codes: list[str]) -> dict:
-    command = [
-        str(tool), "check", "--isolated", "--select", "ALL", "--extend-select", ",".join(codes),
-        "--output-format", "json", "--exit-zero", ".",
-    ]
+def lint(tool: Path, tree: Path, codes: list[str] | None) -> dict:
+    """``codes`` None: the default selection."""
+    selection = ["--select", "ALL", "--extend-select", ",".join(codes)] if codes is not None else []
+    command = [str(tool), "check", "--isolated", *selection, "--output-format", "json", "--exit-zero", "."]
     done = subprocess.run(command, cwd=tree, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{tree}: autograd-lint exited {done.returncode}: {done.stderr.strip()}")
@@ -132,7 +133,7 @@ def lint(tool: Path, tree: Path, codes: list[str]) -> dict:
 
 def run(args: argparse.Namespace) -> None:
     tool = Path(args.tool).absolute()
-    codes = rule_codes(tool)
+    codes = rule_codes(tool) if args.selection == "all" else None
     diagnostics, errors = [], []
     functions: dict[str, int] = {}
     for repo in pinned_repos():
@@ -148,7 +149,10 @@ def run(args: argparse.Namespace) -> None:
             functions[repo.name] = count_functions(tool, tree)
             line += f" {functions[repo.name]:5} Functions"
         print(line, file=sys.stderr)
-    document = {"tool": str(tool), "functions": functions, "diagnostics": diagnostics, "errors": errors}
+    document = {
+        "tool": str(tool), "selection": args.selection, "functions": functions,
+        "diagnostics": diagnostics, "errors": errors,
+    }
     Path(args.out).write_text(json.dumps(document, indent=1))
     for code, count in sorted(Counter(d["code"] for d in diagnostics).items()):
         print(f"{code} {count}")
@@ -183,8 +187,20 @@ def judgement(judged: dict[Key, list[dict]], diagnostic: dict) -> dict | None:
     return (specific or general or [None])[0]
 
 
+# Set by --default-rules: only the diagnostics of rules a plain `check` runs are counted.
+_ONLY: set[str] | None = None
+
+
+def default_rule_codes() -> set[str]:
+    """The codes of the rules on by default (this interpreter's autograd_lint, no configuration)."""
+    from autograd_lint.rules import all_rules
+
+    return {rule.code for rule in all_rules() if rule.enabled_by_default}
+
+
 def results(path: str) -> list[dict]:
-    return json.loads(Path(path).read_text())["diagnostics"]
+    found = json.loads(Path(path).read_text())["diagnostics"]
+    return found if _ONLY is None else [d for d in found if d["code"] in _ONLY]
 
 
 def verdict_counts(path: str, judged: dict[Key, list[dict]]) -> tuple[dict[str, Counter], list[str]]:
@@ -242,7 +258,7 @@ def compare(args: argparse.Namespace) -> None:
 
 def repos(args: argparse.Namespace) -> None:
     document = json.loads(Path(args.results).read_text())
-    per_repo = Counter(d["repo"] for d in document["diagnostics"])
+    per_repo = Counter(d["repo"] for d in results(args.results))
     print("| Name | Repository | Commit | Functions | Diagnostics |")
     print("| --- | --- | --- | ---: | ---: |")
     for repo in pinned_repos():
@@ -263,6 +279,12 @@ def unjudged(args: argparse.Namespace) -> None:
             print(f"{diagnostic['repo']},{diagnostic['path']},{diagnostic['line']},{diagnostic['code']}  {diagnostic['message']}{mark}")
 
 
+_DEFAULT_RULES_HELP = (
+    "count only the rules on by default (what a plain `check` reports; the same as a "
+    "`run --selection default`, since no rule's findings depend on which others are selected)"
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -273,11 +295,14 @@ def main() -> None:
     run_parser.add_argument("--realcode", type=Path, default=Path("/work/realcode"))
     run_parser.add_argument("--only", nargs="*", default=[])
     run_parser.add_argument("--count-functions", action="store_true", help="also count the Functions of each tree")
+    run_parser.add_argument("--selection", choices=("all", "default"), default="all",
+                            help="every rule (default), or the rules a plain `check` runs")
     run_parser.set_defaults(handler=run)
     for name, handler in (("table", table), ("unjudged", unjudged), ("repos", repos)):
         sub = commands.add_parser(name)
         sub.add_argument("results")
         sub.add_argument("--judgements", type=Path, default=JUDGEMENTS_FILE)
+        sub.add_argument("--default-rules", action="store_true", help=_DEFAULT_RULES_HELP)
         sub.set_defaults(handler=handler)
         if name == "unjudged":
             sub.add_argument("--before", help="earlier results: also list judged places whose message changed")
@@ -285,8 +310,12 @@ def main() -> None:
     compare_parser.add_argument("before")
     compare_parser.add_argument("after")
     compare_parser.add_argument("--judgements", type=Path, default=JUDGEMENTS_FILE)
+    compare_parser.add_argument("--default-rules", action="store_true", help=_DEFAULT_RULES_HELP)
     compare_parser.set_defaults(handler=compare)
     args = parser.parse_args()
+    if getattr(args, "default_rules", False):
+        global _ONLY
+        _ONLY = default_rule_codes()
     args.handler(args)
 
 

@@ -8,7 +8,9 @@ runs it here instead, in a child process started when the session starts, so
 it overlaps the tests; it falls back to :func:`discover` in-process if the
 child fails.
 
-Prints one JSON list of ``[path, qualname, line, has_backward, backward_owner]``.
+Prints one JSON list: ``[path, qualname, line, has_backward, backward_owner]`` per
+Function, and an object (:meth:`DiscoveredOp.to_json`) per custom op with
+``register_autograd``.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import astuple, dataclass
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from autograd_lint.model.custom_ops import CustomOpModule, OpFunction
 
 
 @dataclass(frozen=True)
@@ -33,18 +38,91 @@ class Discovered:
     backward_owner: tuple[str, str] | None
 
 
-def discover(roots: Sequence[str]) -> list[Discovered]:
-    """The analyser's Functions under ``roots``; empty until the analyser is installed."""
+@dataclass(frozen=True)
+class OpCode:
+    """A function registered on a custom op (its backward or setup_context): where its ``def`` is."""
+
+    path: str
+    name: str
+    line: int  # the ``def`` line
+    last_line: int
+
+
+@dataclass(frozen=True)
+class DiscoveredOp:
+    """One ``register_autograd`` on a custom op, as the model links it: the op and the functions handed over."""
+
+    op: str  # "ns::name" (or the op's Python name)
+    path: str  # where the op is defined
+    line: int
+    backward: OpCode
+    setup_context: OpCode | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "op": self.op,
+            "path": self.path,
+            "line": self.line,
+            "backward": list(astuple(self.backward)),
+            "setup_context": None if self.setup_context is None else list(astuple(self.setup_context)),
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, object]) -> DiscoveredOp:
+        setup = data["setup_context"]
+        return DiscoveredOp(
+            str(data["op"]),
+            str(data["path"]),
+            int(data["line"]),  # type: ignore[call-overload]
+            OpCode(*data["backward"]),  # type: ignore[misc]
+            None if setup is None else OpCode(*setup),  # type: ignore[misc]
+        )
+
+
+def discover(roots: Sequence[str]) -> list[Discovered | DiscoveredOp]:
+    """The analyser's Functions and custom-op backwards under ``roots``; empty until the analyser is installed."""
     try:
-        from autograd_lint.model.discovery import discover_functions
+        from autograd_lint.model.discovery import run
+        from autograd_lint.settings import Settings
     except ImportError:
         return []
-    found = []
-    for spec in discover_functions(roots):
+    found: list[Discovered | DiscoveredOp] = []
+    result = run(roots, Settings(), _no_job)
+    for spec in result.functions:
         backward = spec.backward_method
         owner = None if backward is None else (os.path.abspath(backward.path), backward.defined_in)
         found.append(Discovered(os.path.abspath(spec.path), spec.qualname, spec.position.line, backward is not None, owner))
+    found.extend(custom_op_backwards(r.custom_ops for r in result.results if r.custom_ops is not None))
     return found
+
+
+def _no_job(analysis: object, settings: object) -> None:
+    return None
+
+
+def custom_op_backwards(modules: Iterable[CustomOpModule]) -> list[DiscoveredOp]:
+    """Every ``register_autograd`` of the run whose backward is a ``def`` the model links to its op."""
+    found = []
+    for module in modules:
+        for op in module.ops:
+            for registration in op.registered("autograd"):
+                backward = _code(registration.function)
+                if backward is None:
+                    continue
+                found.append(
+                    DiscoveredOp(
+                        op.display, os.path.abspath(op.path), op.position.line, backward,
+                        _code(registration.setup_context),
+                    )
+                )
+    return found
+
+
+def _code(function: OpFunction | None) -> OpCode | None:
+    if function is None or function.method is None:
+        return None
+    method = function.method
+    return OpCode(os.path.abspath(method.path), function.name, method.position.line, method.last_line)
 
 
 # Variables that would make the child measure itself (coverage's subprocess
@@ -70,7 +148,7 @@ class Background:
         except OSError:
             self.process = None
 
-    def result(self) -> list[Discovered]:
+    def result(self) -> list[Discovered | DiscoveredOp]:
         """The child's answer, or :func:`discover` run here if it has none."""
         process, self.process = self.process, None
         if process is not None:
@@ -82,10 +160,7 @@ class Background:
             else:
                 if process.returncode == 0:
                     try:
-                        return [
-                            Discovered(p, q, line, bool(b), None if o is None else (o[0], o[1]))
-                            for p, q, line, b, o in json.loads(out)
-                        ]
+                        return [_from_json(entry) for entry in json.loads(out)]
                     except (ValueError, TypeError):
                         pass
         return discover(self.roots)
@@ -97,9 +172,22 @@ class Background:
         self.process = None
 
 
+def _from_json(entry: list[object] | dict[str, object]) -> Discovered | DiscoveredOp:
+    if isinstance(entry, dict):
+        return DiscoveredOp.from_json(entry)
+    p, q, line, b, o = entry
+    return Discovered(p, q, line, bool(b), None if o is None else (o[0], o[1]))  # type: ignore[arg-type,index]
+
+
 def main(argv: Sequence[str]) -> int:
     found = discover(argv)
-    json.dump([[d.path, d.qualname, d.line, d.has_backward, d.backward_owner] for d in found], sys.stdout)
+    json.dump(
+        [
+            d.to_json() if isinstance(d, DiscoveredOp) else [d.path, d.qualname, d.line, d.has_backward, d.backward_owner]
+            for d in found
+        ],
+        sys.stdout,
+    )
     return 0
 
 

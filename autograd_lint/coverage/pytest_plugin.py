@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 # Key of the counts each xdist worker sends back in ``workeroutput``.
 WORKER_KEY = "autograd_cov"
+# Key of the lines each xdist worker's coverage saw run, per file under the report's roots.
+WORKER_LINES_KEY = "autograd_cov_lines"
 CONTEXT_SUFFIX = "|torch.compile"
 
 
@@ -132,6 +134,8 @@ class AutogradCov:
         self.failure = ""
         self.discovery: Background | None = None
         self.installed = False
+        # Lines xdist workers' coverage saw run: path -> line numbers.
+        self.worker_lines: dict[str, set[int]] = {}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session: pytest.Session) -> None:
@@ -239,6 +243,9 @@ class AutogradCov:
             self.omit_note = _not_yours_note()
         if self.is_worker:
             self.config.workeroutput[WORKER_KEY] = self.tally.to_json()  # type: ignore[attr-defined]
+            self.config.workeroutput[WORKER_LINES_KEY] = _measured_lines(  # type: ignore[attr-defined]
+                [os.path.realpath(r) for r in self._roots()]
+            )
         else:
             self._finish_report(session)
         return result
@@ -257,9 +264,12 @@ class AutogradCov:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist controller: add a finished worker's counts."""
-        runs = getattr(node, "workeroutput", {}).get(WORKER_KEY)
+        output = getattr(node, "workeroutput", {})
+        runs = output.get(WORKER_KEY)
         if runs:
             self.tally.merge(self.tally.from_json(runs))
+        for path, lines in (output.get(WORKER_LINES_KEY) or {}).items():
+            self.worker_lines.setdefault(path, set()).update(lines)
 
     def _roots(self) -> list[str]:
         roots = _setting(self.config, "autograd_cov_source")
@@ -275,6 +285,9 @@ class AutogradCov:
             return  # nothing reads the rows
         roots = self.discovery.roots
         self.rows = report.build(self.tally.runs(), self.discovery.result(), roots)
+        if any(row.code_lines for row in self.rows):
+            statements, executed = _coverage_lines(self.worker_lines)
+            report.fill_lines(self.rows, statements, executed)
         json_path = _setting(self.config, "autograd_cov_json")
         if json_path:
             with open(json_path, "w", encoding="utf-8") as f:
@@ -303,11 +316,14 @@ class AutogradCov:
             terminalreporter.write_line("no autograd.Function found or run")
         for line in report.format_table(self.rows, str(self.config.rootpath)):
             terminalreporter.write_line(line)
+        for line in report.format_lines(self.rows, str(self.config.rootpath)):
+            terminalreporter.write_line(line)
         missing = report.unexercised(self.rows)
         if missing:
+            what = "Functions and custom-op backwards" if any(r.op for r in self.rows) else "Functions"
             terminalreporter.write_line(
                 f"backward code never ran: {len(missing)} of "
-                f"{sum(r.has_backward is not False for r in self.rows)} Functions "
+                f"{sum(r.has_backward is not False for r in self.rows)} {what} "
                 f"({report.exercised_percent(self.rows):.1f}% exercised)"
             )
         for note in (self.evidence_note, self.omit_note):
@@ -326,6 +342,57 @@ def _coverage_source() -> list[str]:
         return []
     source = cov.get_option("run:source") or []
     return [s for s in source if os.path.isdir(s)]
+
+
+def _measured_lines(roots: list[str]) -> dict[str, list[int]]:
+    """The lines this process's coverage saw run, per measured file under ``roots`` (an xdist
+    worker's share of the custom-op lines)."""
+    try:
+        import coverage
+    except ImportError:
+        return {}
+    cov = coverage.Coverage.current()
+    if cov is None:
+        return {}
+    data = cov.get_data()
+    found = {}
+    for path in data.measured_files():
+        real = os.path.realpath(path)
+        if not roots or any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+            found[real] = sorted(data.lines(path) or ())
+    return found
+
+
+def _coverage_lines(extra: dict[str, set[int]]) -> tuple[Any, Any]:
+    """``(statements(path), executed(path))`` from the running coverage, with ``extra`` lines
+    (from xdist workers) added to what it saw run; both give None without coverage."""
+    try:
+        import coverage
+    except ImportError:
+        coverage = None  # type: ignore[assignment]
+    cov = coverage.Coverage.current() if coverage is not None else None
+    if cov is None:
+        return (lambda path: None), (lambda path: None)
+    data = cov.get_data()
+    by_real = {os.path.realpath(p): p for p in data.measured_files()}
+
+    def statements(path: str) -> set[int] | None:
+        try:
+            return set(cov.analysis2(path)[1])
+        except Exception:  # noqa: BLE001 - not Python coverage can read: lines unknown
+            return None
+
+    def executed(path: str) -> set[int] | None:
+        # A file coverage holds no data for was not measured (omitted, outside its source, or
+        # never imported): its lines are unknown, not missing.
+        real = os.path.realpath(path)
+        measured = by_real.get(real)
+        if measured is None and real not in extra:
+            return None
+        ran = set(data.lines(measured) or ()) if measured is not None else set()
+        return ran | extra.get(real, set())
+
+    return statements, executed
 
 
 def _not_yours_note() -> str:

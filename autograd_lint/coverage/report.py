@@ -44,9 +44,15 @@ Counts = dict[str, dict[str, dict[str, int]]]
 
 
 def _function_key(cls: type) -> FunctionKey | None:
-    """Where ``cls`` is defined, or None for torch's own Functions and unlocatable ones."""
+    """Where ``cls`` is defined, or None for torch's own Functions and unlocatable ones.
+
+    The Function PyTorch builds for a custom op with ``register_autograd``
+    (``torch/_library/autograd.py``) is keyed by the user's backward function,
+    as the report's custom-op rows are.
+    """
+    backward = _custom_op_backward(cls)
     try:
-        source = inspect.getsourcefile(cls)
+        source = inspect.getsourcefile(backward if backward is not None else cls)
     except (TypeError, OSError):
         return None
     if source is None:
@@ -54,7 +60,32 @@ def _function_key(cls: type) -> FunctionKey | None:
     path = os.path.realpath(source)
     if path.startswith(_torch_dir()):
         return None
-    return path, cls.__qualname__
+    return path, (backward if backward is not None else cls).__qualname__
+
+
+# The module and class-name prefix of the Function torch 2.13 builds per custom op.
+GENERATED_MODULE = "torch._library.autograd"
+GENERATED_PREFIX = "GeneratedBackwardFor_"
+
+
+def _custom_op_backward(cls: type) -> Any:
+    """The backward registered with ``register_autograd`` when ``cls`` is the Function torch built
+    for a custom op, else None.  Read from the ``info`` (the op) its ``backward`` closes over,
+    so a backward registered again later is the one named."""
+    if getattr(cls, "__module__", None) != GENERATED_MODULE or not cls.__name__.startswith(GENERATED_PREFIX):
+        return None
+    method = vars(cls).get("backward")
+    function = getattr(method, "__func__", method)
+    # supports_tensorlist wraps the generated backward: look one closure deeper.
+    for _ in range(3):
+        code = getattr(function, "__code__", None)
+        if code is None or not function.__closure__:
+            return None
+        cells = dict(zip(code.co_freevars, function.__closure__))
+        if "info" in cells:
+            return getattr(cells["info"].cell_contents, "_backward_fn", None)
+        function = next((c.cell_contents for c in function.__closure__ if inspect.isfunction(c.cell_contents)), None)
+    return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -306,8 +337,12 @@ class Row:
     code_counts: Counts = field(default_factory=dict)
     backward_defined_in: FunctionKey | None = None  # None: here, or not known
     backward_code_runs: int = 0
-    # What kind of code the row is about; other kinds (custom operators) can join the report.
+    # What kind of code the row is about: "autograd.Function", or "custom_op" for the backward
+    # registered on a custom op (the row's path, qualname and line are the backward function's).
     kind: str = "autograd.Function"
+    # Custom-op rows: the op's name, and the lines of its backward and setup_context.
+    op: str | None = None
+    code_lines: dict[str, CodeLines] = field(default_factory=dict)
 
     def total(self, phase: str, mode: str | None = None, counts: Counts | None = None) -> int:
         modes = (self.counts if counts is None else counts).get(phase, {})
@@ -317,25 +352,62 @@ class Row:
 
     @property
     def backward_ran(self) -> bool:
-        """Whether the backward code this Function uses ever ran, through any class."""
-        return self.backward_code_runs > 0 or self.total("backward") > 0
+        """Whether the backward code this Function uses ever ran, through any class (or, for a
+        custom op, whether coverage saw a line of its backward run: under ``torch.compile``)."""
+        if self.backward_code_runs > 0 or self.total("backward") > 0:
+            return True
+        lines = self.code_lines.get("backward")
+        return lines is not None and bool(lines.executed)
 
     def threads(self, phase: str) -> list[str]:
         kinds = {k for kinds in self.counts.get(phase, {}).values() for k in kinds}
         return [k for k in THREAD_KINDS if k in kinds]
 
 
+@dataclass
+class CodeLines:
+    """The statements of one function registered on a custom op, and which of them coverage saw run.
+
+    ``executed`` and ``missing`` are None when coverage was not measuring.
+    """
+
+    path: str
+    qualname: str
+    line: int  # the ``def`` line
+    last_line: int
+    executed: list[int] | None = None
+    missing: list[int] | None = None
+
+    def to_json(self, root: str) -> dict[str, Any]:
+        return {
+            "path": relative_name(self.path, root),
+            "qualname": self.qualname,
+            "line": self.line,
+            "executed": self.executed,
+            "missing": self.missing,
+        }
+
+
 def build(runs: Runs, specs: Sequence[Any], roots: Sequence[str]) -> list[Row]:
-    """Join run-time ``runs`` with the analyser's Functions.
+    """Join run-time ``runs`` with the analyser's Functions and custom-op backwards.
 
     ``specs`` are :class:`~autograd_lint.coverage.discovery_worker.Discovered`
     (or anything with their ``path``, ``qualname``, ``line``,
-    ``has_backward`` and ``backward_owner``).  Functions that ran but that
-    the analyser did not report are kept when their file lies under one of
-    ``roots`` (all of them when ``roots`` is empty).
+    ``has_backward`` and ``backward_owner``) and
+    :class:`~autograd_lint.coverage.discovery_worker.DiscoveredOp`.  Functions
+    that ran but that the analyser did not report are kept when their file
+    lies under one of ``roots`` (all of them when ``roots`` is empty).
     """
     rows: dict[FunctionKey, Row] = {}
     for spec in specs:
+        if hasattr(spec, "op"):
+            backward = spec.backward
+            key = (os.path.realpath(backward.path), backward.name)
+            row = rows[key] = Row(key[0], backward.name, backward.line, True, kind="custom_op", op=spec.op)
+            for role, code in (("backward", backward), ("setup_context", spec.setup_context)):
+                if code is not None:
+                    row.code_lines[role] = CodeLines(os.path.realpath(code.path), code.name, code.line, code.last_line)
+            continue
         key = (os.path.realpath(spec.path), spec.qualname)
         owner = spec.backward_owner
         owner_key = None if owner is None else (os.path.realpath(owner[0]), owner[1])
@@ -357,6 +429,27 @@ def build(runs: Runs, specs: Sequence[Any], roots: Sequence[str]) -> list[Row]:
         owner_counts = runs.code.get(row.backward_defined_in or key, {})
         row.backward_code_runs = row.total("backward", counts=owner_counts)
     return sorted(rows.values(), key=lambda r: (r.path, r.line or 0, r.qualname))
+
+
+def fill_lines(
+    rows: Iterable[Row], statements: Any, executed: Any
+) -> None:
+    """Set each custom-op row's executed and missing lines.
+
+    ``statements(path)`` gives the file's statement lines as coverage counts
+    them (exclusions such as ``# pragma: no cover`` left out), ``executed(path)``
+    the lines it saw run; either may return None (not measured, not readable),
+    which leaves the lines unknown.  A function's lines are the statements
+    after its ``def`` line, up to its last line.
+    """
+    for row in rows:
+        for code in row.code_lines.values():
+            lines, ran = statements(code.path), executed(code.path)
+            if lines is None or ran is None:
+                continue
+            body = sorted(n for n in lines if code.line < n <= code.last_line)
+            code.executed = [n for n in body if n in ran]
+            code.missing = [n for n in body if n not in ran]
 
 
 def _is_under(path: str, root: str) -> bool:
@@ -399,6 +492,8 @@ def format_table(rows: Sequence[Row], root: str) -> list[str]:
     for row in rows:
         where = relative_name(row.path, root)
         name = f"{where}:{row.line}::{row.qualname}" if row.line else f"{where}::{row.qualname}"
+        if row.op is not None:
+            name += f" (backward of {row.op})"
         if row.has_backward is False:
             backward = code = "-"
         else:
@@ -419,6 +514,39 @@ def format_table(rows: Sequence[Row], root: str) -> list[str]:
         )
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+
+
+def format_lines(rows: Sequence[Row], root: str) -> list[str]:
+    """The custom-op lines table: per registered backward and setup_context, statements run / in all, and the missing ones."""
+    table = [("custom-op code", "lines run", "missing")]
+    for row in rows:
+        for role, code in row.code_lines.items():
+            name = f"{relative_name(code.path, root)}:{code.line}::{code.qualname} ({role} of {row.op})"
+            if code.executed is None or code.missing is None:
+                table.append((name, "not measured", "-"))
+            else:
+                total = len(code.executed) + len(code.missing)
+                table.append((name, f"{len(code.executed)}/{total}", _ranges(code.missing) or "-"))
+    if len(table) == 1:
+        return []
+    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+
+
+def _ranges(lines: Sequence[int]) -> str:
+    """``3, 5-7`` for [3, 5, 6, 7] (consecutive statement numbers; a gap of non-statements is not bridged)."""
+    parts: list[str] = []
+    start = previous = None
+    for n in lines:
+        if previous is not None and n == previous + 1:
+            previous = n
+            continue
+        if start is not None:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = n
+    if start is not None:
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+    return ", ".join(parts)
 
 
 def to_json(rows: Sequence[Row], root: str) -> str:
@@ -444,6 +572,11 @@ def to_json(rows: Sequence[Row], root: str) -> str:
                     else f"{relative_name(r.backward_defined_in[0], root)}::{r.backward_defined_in[1]}",
                     "counts": r.counts,
                     "code_counts": r.code_counts,
+                    **(
+                        {"op": r.op, "lines": {role: c.to_json(root) for role, c in r.code_lines.items()}}
+                        if r.kind == "custom_op"
+                        else {}
+                    ),
                 }
                 for r in rows
             ],

@@ -161,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
               "the class is pickled with it)")
     out_dir = os.path.realpath(args.out)
     origins: Counter[Origin] = Counter()
+    op_origins: Counter[Origin] = Counter()
     stale: list[str] = []
     configured_surrogates = dict(settings.surrogate_gradients)
 
@@ -215,7 +216,8 @@ def run(args: argparse.Namespace) -> int:
         text = compose(header_comment(display, target.module), body)
         emit(os.path.join(args.out, output_name(target.module)), text, f"{len(plans)} Function(s)")
     for op_target in op_targets([r.custom_ops for r in found.results if r.custom_ops is not None]):
-        op_plans = [plan_op(op, args.compile_parity) for op in op_target.ops]
+        op_plans = [plan_op(op, args.compile_parity, recorded.cases_for_op(op)) for op in op_target.ops]
+        op_origins.update(plan.inputs.origin for plan in op_plans)
         root_from_test = os.path.relpath(import_root(op_target.path, op_target.module), out_dir).replace(os.sep, "/")
         body = render_op_module(op_target.module, op_plans, root_from_test, op_target.registering)
         display = os.path.relpath(op_target.path).replace(os.sep, "/")
@@ -224,6 +226,9 @@ def run(args: argparse.Namespace) -> int:
 
     summary = ", ".join(f"{origins[origin]} {origin.value}" for origin in Origin)
     print(f"inputs of {sum(origins.values())} Function(s): {summary}")
+    if op_origins:
+        summary = ", ".join(f"{op_origins[origin]} {origin.value}" for origin in Origin)
+        print(f"inputs of {sum(op_origins.values())} custom op(s): {summary}")
     if errors:
         return EXIT_ERROR
     return EXIT_STALE if stale else EXIT_OK

@@ -11,7 +11,9 @@ module ``test_opcheck_<module>.py`` holds a class with
   when it has a fake kernel (without one, compiling fails by design: AGL110).
 
 Inputs are chosen as for Functions (:func:`.inputs.choose_inputs` on the Function
-PyTorch builds for the op): literal defaults, annotations, and run-time search.
+PyTorch builds for the op): the calls recorded by ``pytest --autograd-record``
+(:meth:`.recording.Recording.cases_for_op`), else literal defaults, annotations,
+and run-time search.
 Tensors require grad when the op has ``register_autograd`` (at least one does, so
 opcheck's autograd tests run) except the ones it mutates; an op without it is
 checked without, because a backward through it raises by design.  An op with
@@ -24,8 +26,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Sequence
 
-from autograd_lint.gentests.inputs import FunctionInputs, InputCase, Origin, TensorInput, ValueInput, choose_inputs
+from autograd_lint.gentests.inputs import (
+    FunctionInputs,
+    InputCase,
+    Origin,
+    TensorInput,
+    ValueInput,
+    choose_inputs,
+    distinct,
+)
 from autograd_lint.gentests.literals import default_sources
 from autograd_lint.gentests.render import _case_source, _quoted, case_ids, RECORD_HINT
 from autograd_lint.model.custom_ops import CustomOpModule, CustomOpSpec, hidden_function
@@ -70,14 +81,20 @@ def _with_non_defaults(case: InputCase, op: CustomOpSpec) -> InputCase | None:
     return InputCase(tuple(args)) if changed else None
 
 
-def plan_op(op: CustomOpSpec, compile_parity: bool) -> OpPlan:
+def plan_op(op: CustomOpSpec, compile_parity: bool, recorded: Sequence[InputCase] = ()) -> OpPlan:
+    """What to generate for ``op``; ``recorded`` are its calls recorded by ``pytest --autograd-record``."""
     spec = hidden_function(op)
     has_fake = bool(op.registered("fake")) or op.has_generated_fake
     has_autograd = bool(op.registered("autograd"))
-    if spec is None:
+    positional = len(op.positional)
+    # A recorded call passes at most the op's positional parameters (keyword-only ones never).
+    recorded = [case for case in recorded if len(case.args) <= positional]
+    if spec is None and recorded:
+        inputs = FunctionInputs(Origin.RECORDED, distinct(list(recorded)))
+    elif spec is None:
         inputs = FunctionInputs(Origin.NONE, (), "the op's function is not in the analysed files")
     else:
-        inputs = choose_inputs(spec, [], [], default_sources(spec))
+        inputs = choose_inputs(spec, list(recorded), [], default_sources(spec))
     mutated = set(op.mutates_args) if isinstance(op.mutates_args, tuple) else {p.name for p in op.params}
     cases = []
     for case in inputs.cases:

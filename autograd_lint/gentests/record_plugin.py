@@ -1,4 +1,4 @@
-"""pytest plugin that records the arguments of every ``Function.apply`` call.
+"""pytest plugin that records the arguments of every ``Function.apply`` call and custom-op call.
 
 Registered through the ``pytest11`` entry point, so it is loaded in every pytest
 run of everyone who installs autograd-lint: it only adds the option, and imports
@@ -9,6 +9,12 @@ requires_grad, contiguity; small literal values) in a
 :class:`~autograd_lint.gentests.recording.Recorder`; the first call of each
 structure also keeps what a replay needs: the values of small tensors, summary
 statistics of larger ones.
+
+Custom ops (``torch.library.custom_op``) are recorded when called through the
+op object (``op(x)``: ``CustomOpDef.__call__``, patched like ``apply``), keyed by
+the op's ``"ns::name"``; calls spelled ``torch.ops.ns.name(...)`` are not seen,
+and neither are calls while Dynamo traces (``torch.compiler.is_compiling()``),
+whose arguments are fake.
 
 Under pytest-xdist each worker records on its own and hands its cases to the
 controller (``workeroutput``), which writes the one file.
@@ -221,6 +227,31 @@ class _RecordingSession:
         self.function_base = torch.autograd.Function
         self.original_apply = self.function_base.__dict__["apply"]
         self.function_base.apply = classmethod(self._recording_apply(self.original_apply.__func__))
+        self.is_compiling = torch.compiler.is_compiling
+        self.op_class = _custom_op_class()
+        self.original_op_call = None
+        if self.op_class is not None:
+            self.original_op_call = self.op_class.__dict__["__call__"]
+            self.op_class.__call__ = self._recording_op_call(self.original_op_call)
+
+    def _recording_op_call(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+
+        def recording_call(op: Any, *args: Any, **kwargs: Any) -> Any:
+            # While Dynamo traces, the arguments are fake: let it trace torch's own call.
+            if session.is_compiling():
+                return call(op, *args, **kwargs)
+            pending = session.encode_op_call(op, args, kwargs)
+            try:
+                result = call(op, *args, **kwargs)
+            except BaseException:
+                session.failed_calls += pending is not None
+                raise
+            session.keep(pending)
+            return result
+
+        recording_call.__doc__ = call.__doc__
+        return recording_call
 
     def _recording_apply(self, apply: Callable[..., Any]) -> Callable[..., Any]:
         session = self
@@ -240,7 +271,7 @@ class _RecordingSession:
         recording_apply.__doc__ = apply.__doc__
         return recording_apply
 
-    def _source_path(self, cls: type) -> str:
+    def _source_path(self, cls: Any) -> str:
         if cls not in self.sources:
             try:
                 path = os.path.realpath(inspect.getsourcefile(cls) or "")
@@ -322,6 +353,30 @@ class _RecordingSession:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.test_directories.update(os.path.dirname(os.path.realpath(str(item.path))) for item in session.items)
 
+    def encode_op_call(self, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _PendingCall | None:
+        """One custom-op call's positional arguments, encoded, under the op's ``"ns::name"``;
+        None when not recorded (torch's own ops, keyword-only arguments passed, arguments
+        that can't be encoded).  Never raises."""
+        try:
+            function = op._init_fn
+            module = str(getattr(function, "__module__", ""))
+            if module == "torch" or module.startswith("torch."):
+                return None
+            bound = inspect.signature(function).bind(*args, **kwargs)
+            positional = None if bound.kwargs else tuple(bound.args)
+            structure = [self.encoder.encode(arg) for arg in positional] if positional is not None else [None]
+            if any(arg is None for arg in structure):
+                self.unrecorded_calls += 1
+                return None
+            name = str(op._qualname)
+            call = _PendingCall(module, name, self._source_path(function), structure)  # type: ignore[arg-type]
+            if not self.recorder.has_case(call.module, call.qualname, call.structure):
+                call.example = [self.encoder.encode(arg, with_values=True) for arg in positional or ()]  # type: ignore[misc]
+            return call
+        except Exception:  # noqa: BLE001 - see docstring
+            self.unrecorded_calls += 1
+            return None
+
     def keep(self, call: _PendingCall | None) -> None:
         if call is not None:
             self.recorder.add(call.module, call.qualname, call.path, call.structure, call.example, call.pickled,
@@ -359,9 +414,20 @@ class _RecordingSession:
         skipped = f", {self.unrecorded_calls} call(s) with unrecordable arguments" if self.unrecorded_calls else ""
         if self.failed_calls:
             skipped += f", {self.failed_calls} call(s) whose forward raised (not recorded)"
-        terminalreporter.write_line(
-            f"autograd-lint: recorded inputs of {len(self.recorder.functions)} Function(s) to {self.path}{skipped}"
-        )
+        ops = sum(1 for record in self.recorder.functions.values() if "::" in record.qualname)
+        what = f"{len(self.recorder.functions) - ops} Function(s)" + (f" and {ops} custom op(s)" if ops else "")
+        terminalreporter.write_line(f"autograd-lint: recorded inputs of {what} to {self.path}{skipped}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.function_base.apply = self.original_apply
+        if self.op_class is not None:
+            self.op_class.__call__ = self.original_op_call
+
+
+def _custom_op_class() -> Any:
+    """``torch.library.custom_op``'s op class, or None in a torch without it."""
+    try:
+        from torch._library.custom_ops import CustomOpDef
+    except ImportError:
+        return None
+    return CustomOpDef if "__call__" in CustomOpDef.__dict__ else None

@@ -8,6 +8,10 @@ size, then text)::
                                        "path": "pkg/ops.py",
                                        "cases": [{"calls": 12, "args": [ARG, ...]}]}}}
 
+(a custom op is an entry like a Function's, whose ``qualname`` is the op's
+``"ns::name"`` and whose ``module``/``path`` are those of its Python function;
+its ``args`` are the positional arguments of the call)
+
 with ``"pickled"`` beside ``"args"`` in a case whose arguments are not all
 tensors and literals (see :mod:`.pickled`): its ``args`` then also hold
 ``{"object": "module.Type"}``, and tensors that are sparse (``"layout"``) or
@@ -33,11 +37,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograd_lint.gentests.inputs import Input, InputCase, ObjectInput, TensorInput, ValueInput, normalise_case
 from autograd_lint.files import write_atomically
 from autograd_lint.model.spec import FunctionSpec
+
+if TYPE_CHECKING:
+    from autograd_lint.model.custom_ops import CustomOpSpec
 
 FORMAT = 2
 # Formats gen-tests reads and a new recording may replace.
@@ -262,17 +269,28 @@ class Recording:
                  and spec_path.endswith("/" + str(e.get("path", "")).lstrip("/"))),
                 None,
             )
-        if entry is None:
+        return _cases(entry)
+
+    def cases_for_op(self, op: CustomOpSpec) -> list[InputCase]:
+        """The recorded calls of a custom op, found by its ``"ns::name"`` (unique in a process), normalised."""
+        if op.op_name is None:
             return []
-        cases = []
-        for case in entry.get("cases", []):
-            pickled = case.get("pickled")
-            decoded = [_decode(arg, isinstance(pickled, str)) for arg in case["args"]]
-            if all(d is not None for d in decoded):
-                cases.append(normalise_case(tuple(d for d in decoded if d is not None),
-                                            pickled if isinstance(pickled, str) else None,
-                                            isinstance(pickled, str) and bool(case.get("with_function"))))
-        return cases
+        entry = next((e for e in self.functions.values() if e.get("qualname") == op.op_name), None)
+        return _cases(entry)
+
+
+def _cases(entry: dict[str, Any] | None) -> list[InputCase]:
+    if entry is None:
+        return []
+    cases = []
+    for case in entry.get("cases", []):
+        pickled = case.get("pickled")
+        decoded = [_decode(arg, isinstance(pickled, str)) for arg in case["args"]]
+        if all(d is not None for d in decoded):
+            cases.append(normalise_case(tuple(d for d in decoded if d is not None),
+                                        pickled if isinstance(pickled, str) else None,
+                                        isinstance(pickled, str) and bool(case.get("with_function"))))
+    return cases
 
 
 def load(path: str) -> Recording:

@@ -13,6 +13,7 @@ This is the only place that decides how much of a file libcst parses:
 from __future__ import annotations
 
 import enum
+import keyword
 import re
 import sys
 from collections import Counter
@@ -60,6 +61,7 @@ class ModuleNeed(enum.Enum):
     FUNCTION_USES = "calls on a Function class: Fn(...), Fn(...)(...), Fn.forward(...)"
     APPLY_CONTAINERS = "container literals passed to Fn.apply or an alias of it"
     APPLY_TRANSFORMS = "Fn.apply reached by a torch.func transform"
+    APPLY_DUPLICATES = "the same name passed twice to Fn.apply or an alias of it"
 
 
 EVERY_NEED = frozenset(ModuleNeed)
@@ -201,8 +203,15 @@ def _apply_needs_module(text: str, names: str, imports: ImportMap, needs: frozen
     the fast path parses class blocks alone.
     """
     containers = ModuleNeed.APPLY_CONTAINERS in needs
-    if not containers and ModuleNeed.APPLY_TRANSFORMS not in needs:
+    duplicates = ModuleNeed.APPLY_DUPLICATES in needs
+    if not containers and not duplicates and ModuleNeed.APPLY_TRANSFORMS not in needs:
         return False
+
+    def shows(start: int) -> bool:
+        return (containers and _container_argument(text, start)) or (
+            duplicates and _duplicate_name_argument(text, start)
+        )
+
     before = re.compile(_BEFORE_APPLY_TEMPLATE.format(names=names))
     applied = False
     aliases: set[str] = set()
@@ -210,16 +219,16 @@ def _apply_needs_module(text: str, names: str, imports: ImportMap, needs: frozen
         prefix = before.search(text, max(0, match.start() - _BEFORE_APPLY_WINDOW), match.start())
         if prefix is None:
             continue
-        if match.group(1) and containers and _container_argument(text, match.end()):
+        if match.group(1) and shows(match.end()):
             return True
         applied = True
         if prefix.group(1) is not None and not match.group(1):
             aliases.add(prefix.group(1))
     if not applied:
         return False
-    if aliases and containers:
+    if aliases and (containers or duplicates):
         calls = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(aliases))) + r")\s*\(")
-        if any(_container_argument(text, m.end()) for m in calls.finditer(text)):
+        if any(shows(m.end()) for m in calls.finditer(text)):
             return True
     transform_calls = _transform_calls(text, imports) if ModuleNeed.APPLY_TRANSFORMS in needs else None
     if transform_calls is None:
@@ -270,6 +279,46 @@ def _def_uses(text: str, name: str, pattern: re.Pattern[str]) -> bool:
         if pattern.search(text, match.end(), end):
             return True
     return False
+
+
+def _duplicate_name_argument(text: str, start: int) -> bool:
+    """Whether two arguments of the call whose ``(`` ends at ``start`` are the same bare name.
+
+    A cheap scan, not a parse, like :func:`_container_argument`: brackets and
+    strings are skipped by depth; an argument list longer than the scan limit
+    counts as True (a whole-module parse).
+    """
+    depth = 1
+    quote = ""
+    index = start
+    argument_start = start
+    names: set[str] = set()
+    end = min(len(text), start + _ARGUMENTS_SCAN_LIMIT)
+    while index < end:
+        char = text[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}" or (char == "," and depth == 1):
+            if char != ",":
+                depth -= 1
+            if depth <= 1 and (char == "," or depth == 0):
+                name = text[argument_start:index].strip()
+                if name.isidentifier() and not keyword.iskeyword(name):
+                    if name in names:
+                        return True
+                    names.add(name)
+                argument_start = index + 1
+            if depth == 0:
+                return False
+        index += 1
+    return True
 
 
 def _container_argument(text: str, start: int) -> bool:

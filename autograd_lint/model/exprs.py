@@ -134,7 +134,9 @@ def join(kinds: "Iterable[Kind]") -> Kind:
         return Kind.UNKNOWN
     if found <= {Kind.TENSOR, Kind.INDEX_TENSOR}:
         return Kind.TENSOR
-    if found <= {Kind.TENSOR, Kind.INDEX_TENSOR, Kind.OPTIONAL_TENSOR, Kind.NONE}:
+    if found <= {Kind.INDEX_TENSOR, Kind.OPTIONAL_INDEX_TENSOR, Kind.NONE}:
+        return Kind.OPTIONAL_INDEX_TENSOR
+    if found <= {Kind.TENSOR, Kind.INDEX_TENSOR, Kind.OPTIONAL_TENSOR, Kind.OPTIONAL_INDEX_TENSOR, Kind.NONE}:
         return Kind.OPTIONAL_TENSOR
     if found <= {Kind.NON_TENSOR, Kind.NONE}:
         return Kind.NON_TENSOR
@@ -143,6 +145,8 @@ def join(kinds: "Iterable[Kind]") -> Kind:
 
 def without_none(kind: Kind) -> Kind:
     """What is left of ``kind`` on the path where the value is not None."""
+    if kind is Kind.OPTIONAL_INDEX_TENSOR:
+        return Kind.INDEX_TENSOR
     return Kind.TENSOR if kind is Kind.OPTIONAL_TENSOR else kind
 
 
@@ -358,10 +362,14 @@ class Classifier:
             return Kind.INDEX_TENSOR  # torch.cuda.IntTensor(...), torch.LongTensor(...)
         if qualified is not None and (qualified == "torch" or qualified.startswith("torch.")):
             kind = self._torch_call(qualified)
-            if kind is Kind.TENSOR and (
-                qualified.rsplit(".", 1)[-1] in INDEX_TENSOR_FUNCTIONS or self._index_dtype(node)
-            ):
+            function = qualified.rsplit(".", 1)[-1]
+            if kind is Kind.TENSOR and (function in INDEX_TENSOR_FUNCTIONS or self._index_dtype(node)):
                 return Kind.INDEX_TENSOR
+            if kind is Kind.TENSOR and function in _DTYPE_KEEPING_FUNCTIONS and not self._names_dtype(node):
+                # `torch.zeros_like(ids)`, `torch.clone(mask)`: the dtype of the first argument.
+                first = next((a.value for a in node.args if a.keyword is None and not a.star), None)
+                if first is not None and self.kind(first) is Kind.INDEX_TENSOR:
+                    return Kind.INDEX_TENSOR
             return kind
         if qualified is not None:
             return Kind.UNKNOWN  # numpy, math, another module's function
@@ -379,13 +387,37 @@ class Classifier:
             return Kind.INDEX_TENSOR
         if method in _INTEGER_CASTS and not node.args:
             return Kind.INDEX_TENSOR  # `.long()`: only tensors have it
+        if receiver is Kind.INDEX_TENSOR and (
+            (method in _DTYPE_KEEPING_METHODS and not self._names_dtype(node))
+            or (method == "to" and self._moves_only(node))
+        ):
+            return Kind.INDEX_TENSOR  # ids.clone(), mask.masked_fill(...), ids.to(device)
         if method in TENSOR_METHODS and (receiver.is_tensor or method in TENSOR_ONLY_METHODS):
-            if method == "to" and self._index_dtype(node):
-                return Kind.INDEX_TENSOR
-            if receiver is Kind.INDEX_TENSOR and method in _DTYPE_KEEPING_METHODS:
-                return Kind.INDEX_TENSOR
+            if method in _DTYPE_TAKING_METHODS and self._index_dtype(node):
+                return Kind.INDEX_TENSOR  # x.to(torch.long), x.new_zeros(n, dtype=torch.int32)
             return Kind.TENSOR
         return Kind.UNKNOWN
+
+    def _names_dtype(self, node: cst.Call) -> bool:
+        """Whether the call passes a ``dtype=`` keyword (it may change the dtype)."""
+        return any(arg.keyword is not None and arg.keyword.value == "dtype" for arg in node.args)
+
+    def _moves_only(self, node: cst.Call) -> bool:
+        """Whether ``.to(...)`` only moves (a device string, ``x.device``, ``device=``,
+        ``non_blocking=``, ``copy=``): the dtype stays.  ``.to(other)`` and ``.to(dtype)`` may
+        change it."""
+        for arg in node.args:
+            if arg.keyword is not None:
+                if arg.keyword.value not in ("device", "non_blocking", "copy", "memory_format"):
+                    return False
+                continue
+            value = arg.value
+            if isinstance(value, cst.SimpleString):
+                continue
+            if isinstance(value, cst.Attribute) and value.attr.value == "device":
+                continue
+            return False
+        return True
 
     def _index_dtype(self, node: cst.Call) -> bool:
         """Whether the call names an integer or bool dtype (``dtype=torch.long``, ``.to(torch.int32)``)."""
@@ -432,8 +464,17 @@ class Classifier:
 
 # Tensor methods that cast to an integer or bool dtype (numpy arrays have none of them).
 _INTEGER_CASTS = frozenset("long int bool short byte char".split())
-# Tensor methods that keep an integer tensor's dtype.
+# Tensor methods that keep an integer tensor's dtype (unless given ``dtype=``), checked on
+# torch 2.13 for int64 and bool receivers.
 _DTYPE_KEEPING_METHODS = frozenset(
     "clone detach contiguous view view_as reshape reshape_as expand expand_as cuda cpu unsqueeze "
-    "squeeze permute transpose t narrow select index_select flatten unflatten gather".split()
+    "squeeze permute transpose t narrow select index_select flatten unflatten gather masked_fill "
+    "masked_scatter index_fill scatter roll flip repeat repeat_interleave pin_memory "
+    "new_empty new_zeros new_ones new_full".split()
 )
+# torch functions whose result has the dtype of their first argument (unless given ``dtype=``).
+_DTYPE_KEEPING_FUNCTIONS = frozenset(
+    "clone zeros_like ones_like empty_like full_like masked_fill index_fill roll flip".split()
+)
+# Tensor methods that take a dtype.
+_DTYPE_TAKING_METHODS = frozenset("to new_empty new_zeros new_ones new_full new_tensor".split())

@@ -208,6 +208,11 @@ class MethodModel:
     calls: list[tuple[str | None, cst.Call]] = field(default_factory=list)
     # Loads of `owner.attribute` (not the targets of assignments or `del`), in walk order.
     attribute_reads: list[tuple[str, str, cst.Attribute]] = field(default_factory=list)
+    # ids of the attribute loads that a comprehension evaluates once per item (its element,
+    # conditions and inner iterables; not its outermost iterable).
+    per_item_reads: set[int] = field(default_factory=set)
+    # id(node) -> the node enclosing it; built when first asked (see :meth:`parent`).
+    _parents: dict[int, cst.CSTNode] | None = field(default=None, repr=False)
 
     # -- names ------------------------------------------------------------------
     def reaching(self, use: cst.Name) -> frozenset[Binding]:
@@ -225,6 +230,17 @@ class MethodModel:
     def uses(self, binding: Binding) -> list[cst.Name]:
         """The uses that ``binding`` reaches (directly or through a narrowing of it)."""
         return self.uses_by_binding.get(binding, [])
+
+    def unnarrowed(self, bindings: Iterable[Binding]) -> list[Binding]:
+        """``bindings`` with each narrowing replaced by the bindings it narrows (the same
+        value), in the order found; narrowings in a loop that narrow each other are
+        followed once."""
+        found: dict[Binding, None] = {}
+        for binding in bindings:
+            for each in _with_narrowed(binding):
+                if each.how is not How.NARROWING:
+                    found.setdefault(each, None)
+        return list(found)
 
     def is_bound(self, name: str) -> bool:
         return name in self.bindings
@@ -277,6 +293,124 @@ class MethodModel:
 
     def writes_to(self, binding: Binding) -> list[InplaceWrite]:
         return [w for w in self.inplace_writes if binding in w.origins]
+
+    def attribute_loads(self, owner: str, attributes: Iterable[str] | None = None) -> list[cst.Attribute]:
+        """The loads of ``owner.<attribute>`` (of any attribute, or of one of ``attributes``),
+        stores and ``del`` targets left out, in the order the body runs them (a
+        comprehension's outermost iterable before its element); nested scopes are not
+        part of the body."""
+        wanted = None if attributes is None else frozenset(attributes)
+        return [
+            node
+            for name, attribute, node in self.attribute_reads
+            if name == owner and (wanted is None or attribute in wanted)
+        ]
+
+    def per_item(self, node: cst.CSTNode) -> bool:
+        """Whether an attribute load runs once per item of a comprehension (in its element,
+        conditions or inner iterables), so that one load in the text can run many times."""
+        return id(node) in self.per_item_reads
+
+    # -- the tree ---------------------------------------------------------------
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node directly enclosing ``node`` in this method (None for the ``def`` itself
+        and for nodes that are not in it).  The map is built on the first call."""
+        if self._parents is None:
+            self._parents = traverse.parent_map(self.node)
+        return self._parents.get(id(node))
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, cst.CSTNode]]:
+        """``(ancestor, child)`` pairs from ``node`` outwards: each enclosing node, and its
+        child that holds ``node`` (``node`` itself first)."""
+        child = node
+        parent = self.parent(child)
+        while parent is not None:
+            yield parent, child
+            child, parent = parent, self.parent(parent)
+
+    # -- dependencies and holders -------------------------------------------------
+    def dependencies(self, expr: cst.CSTNode) -> tuple[Binding, ...]:
+        """The bindings whose values ``expr`` reads, through the names it uses, in the order
+        of those uses (names used only inside a nested ``lambda``/``def`` are left out)."""
+        found: dict[Binding, None] = {}
+        for node in traverse.walk(expr, scopes=False):
+            if isinstance(node, cst.Name):
+                for binding in self.reaching_by_use.get(id(node), ()):
+                    found.setdefault(binding, None)
+        return tuple(found)
+
+    def holders(self, bindings: Iterable[Binding]) -> frozenset[Binding]:
+        """The bindings that may hold the object of one of ``bindings``, or a container
+        with it, somewhere in the body (not flow-sensitive: an over-approximation).
+
+        A binding holds it when it is one of ``bindings`` or an origin of one, aliases a
+        holder (a view, ``+=`` on a tensor, a narrowing), or takes its value from an
+        expression that reads a holder (``y = f(x)``, ``y += x``, ``for y in xs``,
+        ``a, b = pair``, ``with x as y``, ``(y := x)``); a name holds it when a method call
+        on it takes an argument that reads a holder (``items.append(x)``) or a store
+        into it does (``obj.attr = x``, ``items[0] = x``): every binding that reaches the
+        name there.  Uses inside nested ``lambda``/``def`` bodies are not followed.
+        """
+        by_site: dict[int, list[Binding]] = {}
+        aliased_by: dict[Binding, list[Binding]] = {}
+        for every in self.bindings.values():
+            for binding in every:
+                by_site.setdefault(id(binding.site), []).append(binding)
+                for alias in binding.aliases:
+                    aliased_by.setdefault(alias, []).append(binding)
+        found: set[Binding] = set()
+        stack = list(bindings)
+        while stack:
+            binding = stack.pop()
+            if binding in found:
+                continue
+            found.add(binding)
+            stack.extend(binding.roots())
+            stack.extend(aliased_by.get(binding, ()))
+            for use in self.uses(binding):
+                stack.extend(self._receivers(use, by_site))
+        return frozenset(found)
+
+    def _receivers(self, use: cst.Name, by_site: Mapping[int, list[Binding]]) -> Iterator[Binding]:
+        """The bindings that may take the value read at ``use`` (see :meth:`holders`)."""
+        for ancestor, child in self.ancestors(use):
+            if isinstance(ancestor, (cst.Assign, cst.AnnAssign)) and child is ancestor.value:
+                targets = [t.target for t in ancestor.targets] if isinstance(ancestor, cst.Assign) else [ancestor.target]
+                for target in targets:
+                    yield from self._target_bindings(target, ancestor, by_site)
+            elif isinstance(ancestor, cst.AugAssign):
+                yield from self._target_bindings(ancestor.target, ancestor, by_site)
+            elif isinstance(ancestor, cst.NamedExpr) and child is ancestor.value:
+                yield from by_site.get(id(ancestor), ())
+            elif isinstance(ancestor, (cst.For, cst.CompFor)) and child is ancestor.iter:
+                yield from by_site.get(id(ancestor), ())
+            elif isinstance(ancestor, cst.WithItem) and child is ancestor.item:
+                yield from by_site.get(id(ancestor), ())
+            elif isinstance(ancestor, cst.Arg):
+                call = self.parent(ancestor)
+                if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+                    yield from self._store_root(call.func.value)
+            if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.Lambda)):
+                return
+
+    def _target_bindings(
+        self, target: cst.BaseExpression, site: cst.CSTNode, by_site: Mapping[int, list[Binding]]
+    ) -> Iterator[Binding]:
+        if isinstance(target, cst.Name):
+            yield from (b for b in by_site.get(id(site), ()) if b.name == target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                yield from self._target_bindings(element.value, site, by_site)
+        elif isinstance(target, cst.StarredElement):
+            yield from self._target_bindings(target.value, site, by_site)
+        elif isinstance(target, (cst.Attribute, cst.Subscript)):
+            yield from self._store_root(target)
+
+    def _store_root(self, expr: cst.BaseExpression) -> frozenset[Binding]:
+        """The bindings reaching the name at the root of ``a.b[c].d``, where a value is stored."""
+        while isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+        return self.reaching(expr) if isinstance(expr, cst.Name) else frozenset()
 
     def attribute_of(self, expr: cst.BaseExpression) -> tuple[str, str] | None:
         """``(owner, attribute)`` when ``expr`` is ``owner.attribute``, or a local bound only
@@ -703,11 +837,8 @@ class _Walker:
         for binding in self.order[first:]:
             partial[binding.name] = partial.get(binding.name, frozenset()) | {binding}
         handler_entry = _join(entry, after_body, partial) or entry
+        # The handlers are walked before `else`, in text order (what is recorded follows the text).
         ends: list[_Env | None] = []
-        if statement.orelse is not None and after_body is not None:
-            ends.append(self._block(_suite(statement.orelse.body), after_body))
-        else:
-            ends.append(after_body)
         for handler in statement.handlers:
             branch = dict(handler_entry)
             if handler.type is not None:
@@ -715,6 +846,10 @@ class _Walker:
             if handler.name is not None:
                 self._bind_value(branch, handler.name.name, None, handler, How.EXCEPT, Kind.NON_TENSOR)
             ends.append(self._block(_suite(handler.body), branch))
+        if statement.orelse is not None and after_body is not None:
+            ends.append(self._block(_suite(statement.orelse.body), after_body))
+        else:
+            ends.append(after_body)
         result = _join(*ends)
         if statement.finalbody is not None:
             # `finally` runs after every path (some of which leave); walked once over all of them.
@@ -764,7 +899,7 @@ class _Walker:
             if kinds == {Kind.NON_TENSOR} or kinds == {Kind.NON_TENSOR, Kind.NONE}:
                 return subject, lambda k: Kind.NON_TENSOR, _unchanged
             if kinds <= {Kind.TENSOR, Kind.INDEX_TENSOR}:
-                return subject, lambda k: k if k.is_tensor else Kind.TENSOR, _not_tensor
+                return subject, _a_tensor, _not_tensor
             return None
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name):
             comparison = test.comparisons[0]
@@ -924,6 +1059,13 @@ def _not_tensor(kind: Kind) -> Kind:
     return Kind.NONE if kind is Kind.NONE else Kind.NON_TENSOR
 
 
+def _a_tensor(kind: Kind) -> Kind:
+    """An instance of Tensor: what the kind knew of its dtype stays."""
+    if kind is Kind.OPTIONAL_INDEX_TENSOR:
+        return Kind.INDEX_TENSOR
+    return kind if kind.is_tensor else Kind.TENSOR
+
+
 def _unchanged(kind: Kind) -> Kind:
     return kind
 
@@ -940,9 +1082,10 @@ def _is_alias_expr(value: cst.BaseExpression) -> bool:
 class _Uses(cst.CSTVisitor):
     """Records name uses, calls and walrus bindings inside one expression or small statement."""
 
-    def __init__(self, walker: _Walker, env: _Env) -> None:
+    def __init__(self, walker: _Walker, env: _Env, per_item: bool = False) -> None:
         self.walker = walker
         self.env = env
+        self.per_item = per_item  # inside a comprehension, where it runs once per item
 
     def visit_Name(self, node: cst.Name) -> None:
         self.walker._use(node, self.env)  # noqa: SLF001
@@ -953,6 +1096,8 @@ class _Uses(cst.CSTVisitor):
         if isinstance(node.value, cst.Name) and id(node) not in self.walker.read_ids:
             self.walker.read_ids.add(id(node))  # a loop body is walked twice: record once
             self.walker.model.attribute_reads.append((node.value.value, node.attr.value, node))
+            if self.per_item:
+                self.walker.model.per_item_reads.add(id(node))
         traverse.visit(node.value, self)
         return False  # the attribute's name is not a use
 
@@ -986,7 +1131,7 @@ class _Uses(cst.CSTVisitor):
 
     def _comprehension(self, node: cst.BaseComp | cst.DictComp) -> bool:
         inner = dict(self.env)
-        visitor = _Uses(self.walker, inner)
+        visitor = _Uses(self.walker, inner, per_item=True)
         clause: cst.CompFor | None = node.for_in
         first = True
         while clause is not None:

@@ -48,6 +48,8 @@ class Kind(enum.Enum):
     INDEX_TENSOR = "integer or bool tensor"
     # A tensor on some paths and None on the others.
     OPTIONAL_TENSOR = "tensor or None"
+    # An integer or bool tensor on some paths and None on the others (`Optional[torch.LongTensor]`).
+    OPTIONAL_INDEX_TENSOR = "integer or bool tensor or None"
     NON_TENSOR = "non-tensor"
     NONE = "None"
     UNKNOWN = "unknown"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from typing import Iterator
 
 import libcst as cst
 
@@ -53,3 +54,33 @@ def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
         for child in children(node):
             visit(child, visitor)
     visitor.on_leave(node)
+
+
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def walk(node: cst.CSTNode, *, scopes: bool = True) -> Iterator[cst.CSTNode]:
+    """``node`` and every node under it, in the order :func:`visit` enters them.
+
+    With ``scopes=False`` the nodes under a nested ``def``, ``class`` or ``lambda``
+    (other than ``node`` itself) are left out: that code does not run where it is written.
+    """
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if not scopes and current is not node and isinstance(current, _SCOPES):
+            continue
+        stack.extend(reversed(children(current)))
+
+
+def parent_map(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
+    """``id(child) -> parent`` for every node under ``root``."""
+    parents: dict[int, cst.CSTNode] = {}
+    stack = [root]
+    while stack:
+        current = stack.pop()
+        for child in children(current):
+            parents[id(child)] = current
+            stack.append(child)
+    return parents

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 import libcst as cst
 
 from autograd_lint.model import flow
-from autograd_lint.model.spec import CTX_METHODS, FunctionSpec, MethodSpec
+from autograd_lint.model.spec import CTX_METHODS, FunctionSpec, Kind, MethodSpec
 
 
 def plural(count: int, word: str) -> str:
@@ -66,3 +66,75 @@ def repeated_on_one_path(
     total = flow.most_on_one_path(body, lambda node: weight(node) if id(node) in ids else 0)
     in_loop = flow.most_on_one_path(body, lambda node: weight(node) if node is second else 0) > 1
     return second, "inside a loop" if in_loop else f"{total} times on one path"
+
+
+def inputs_without_gradient(function: FunctionSpec) -> frozenset[int]:
+    """Positions of the forward inputs whose gradient every ``return`` of backward (or vjp)
+    spells ``None``: to this Function they are constants (ids, masks, frozen weights, options).
+
+    Empty when backward is missing or some ``return`` has a shape syntax can't split
+    (``return grads``, ``(None,) * k + (g,)``).
+    """
+    backward = function.backward_method
+    if backward is None or not backward.returns:
+        return frozenset()
+    per_return = _none_positions(backward)
+    if per_return is None:
+        return frozenset()
+    positions: set[int] | None = None
+    for found in per_return:
+        if found is None:
+            return frozenset()
+        positions = found if positions is None else positions & found
+    return frozenset(positions or ())
+
+
+def _none_positions(method: MethodSpec) -> list[set[int] | None] | None:
+    """For each ``return`` of ``method``, the positions it spells ``None``: a tuple literal
+    (with ``*[None] * k`` padding counted: ``return dx, *[None] * 10``) or a bare ``None``
+    (position 0); None for a return of any other shape.  None without a semantic model."""
+    model = method.semantic
+    if model is None:
+        return None
+    found: list[set[int] | None] = []
+    for ret in model.returns:
+        value = ret.value
+        if value is not None and isinstance(value, cst.Name) and value.value == "None":
+            found.append({0})
+            continue
+        elements = ret.elements
+        if elements is not None:
+            found.append({i for i, e in enumerate(elements) if model.kind(e) is Kind.NONE})
+            continue
+        if not isinstance(value, cst.Tuple):
+            found.append(None)
+            continue
+        nones: set[int] = set()
+        position = 0
+        for element in value.elements:
+            if isinstance(element, cst.StarredElement):
+                count = _none_padding(element.value)
+                if count is None:
+                    break  # positions from here on are unknown
+                nones.update(range(position, position + count))
+                position += count
+            else:
+                if model.kind(element.value) is Kind.NONE:
+                    nones.add(position)
+                position += 1
+        found.append(nones)
+    return found
+
+
+def _none_padding(node: cst.BaseExpression) -> int | None:
+    """``k`` for ``[None] * k`` or ``(None,) * k`` with an integer literal ``k``."""
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
+        return None
+    sequence, count = node.left, node.right
+    if isinstance(sequence, cst.Integer):
+        sequence, count = count, sequence
+    if not isinstance(count, cst.Integer) or not isinstance(sequence, (cst.List, cst.Tuple)):
+        return None
+    if not all(isinstance(e.value, cst.Name) and e.value.value == "None" for e in sequence.elements):
+        return None
+    return int(count.value) * len(sequence.elements)

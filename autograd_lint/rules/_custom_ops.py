@@ -11,6 +11,7 @@ from autograd_lint.model import traverse
 from autograd_lint.model.custom_ops import CustomOpModule, CustomOpSpec, OpFunction, Registration
 from autograd_lint.model.exprs import is_none
 from autograd_lint.model.flow import ScopeVisitor, return_statements
+from autograd_lint.model.semantic import How
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -149,31 +150,17 @@ def _repeated_none(value: cst.BaseExpression) -> int | None:
 
 
 def _name_count(name: str, function: OpFunction) -> int | None:
-    """The count of a local bound exactly once, to a tuple literal."""
-    node = function.node
-    if not isinstance(node, cst.FunctionDef):
+    """The count of a local bound exactly once (the semantic model's bindings: any other
+    binding, a parameter, a loop, ``+=``, a walrus, makes it unknown), to a tuple literal."""
+    model = function.method.semantic if function.method is not None else None
+    if model is None or not isinstance(function.node, cst.FunctionDef) or model.node is not function.node:
         return None
-    values: list[cst.BaseExpression] = []
-
-    class _Assignments(ScopeVisitor):
-        def visit_Assign(self, assign: cst.Assign) -> None:
-            for target in assign.targets:
-                if isinstance(target.target, cst.Name) and target.target.value == name:
-                    values.append(assign.value)
-
-        def visit_AugAssign(self, assign: cst.AugAssign) -> None:
-            if isinstance(assign.target, cst.Name) and assign.target.value == name:
-                values.append(assign.value)
-                values.append(assign.value)  # rebound: never a single binding
-
-        def visit_For(self, loop: cst.For) -> None:
-            if isinstance(loop.target, cst.Name) and loop.target.value == name:
-                values.extend((loop.iter, loop.iter))
-
-    for statement in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
-        traverse.visit(statement, _Assignments())
-    if len(values) == 1 and isinstance(values[0], cst.Tuple):
-        return value_count(values[0], function)
+    bindings = model.bindings_of(name)
+    if len(bindings) != 1:
+        return None
+    (binding,) = bindings
+    if binding.how is How.ASSIGNMENT and isinstance(binding.value, cst.Tuple):
+        return value_count(binding.value, function)
     return None
 
 

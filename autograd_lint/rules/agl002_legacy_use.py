@@ -84,7 +84,10 @@ class LegacyUse(Rule):
     instantiation) and ``Fn(...)(...)`` (an instance call) anywhere in the module, where
     ``Fn`` is a Function class of the module; (b) an effective autograd method
     (``forward``, ``setup_context``, ``backward``, ``vjp``, ``jvp``, ``vmap``) that the
-    class defines without ``@staticmethod`` or with ``@classmethod``.  Classes built on
+    class defines without ``@staticmethod``.  A ``@classmethod`` method is not reported
+    here: it works in eager mode, gradcheck and torch.func, and what it costs (a graph
+    break under torch.compile) is AGL153's, in the compile family that is on when the
+    project says it compiles (``uses-compile = true``).  Classes built on
     ``_SingleLevelFunction`` are skipped; so are instantiations of ``InplaceFunction``
     subclasses, classes that define ``__init__``/``__new__`` (instantiation) or
     ``__call__`` (instance call), uses inside ``pytest.raises``/``assertRaises``
@@ -138,15 +141,9 @@ class LegacyUse(Rule):
             return
         for name in FUNCTION_METHODS:
             method = function.methods.get(name)
-            if method is None or method.is_staticmethod:
-                continue
-            if method.is_classmethod:
-                consequence = (
-                    "is a @classmethod: it works in eager mode, gradcheck and torch.func, but "
-                    "torch.compile graph-breaks at every apply and fullgraph=True fails (`failed to "
-                    "bind arguments when attempting to inline`); make it a @staticmethod"
-                )
-            elif _decorators_known(method):
+            if method is None or method.is_staticmethod or method.is_classmethod:
+                continue  # a classmethod works in eager mode; its compile cost is AGL153's
+            if _decorators_known(method):
                 consequence = (
                     "is not a @staticmethod: it works through apply, but an instance call "
                     "(`Fn()(...)`) raises RuntimeError and the documented contract is broken"
@@ -156,6 +153,26 @@ class LegacyUse(Rule):
             yield Report(method.position, f"{function.name}.{name} {consequence}", Severity.INFO)
 
     VALID = [
+        # A @classmethod forward/backward works in eager mode, gradcheck and torch.func;
+        # its torch.compile graph break is AGL153's.
+        Valid(
+            """
+            import torch
+
+            class Cube(torch.autograd.Function):
+                @classmethod
+                def forward(cls, ctx, x):
+                    ctx.save_for_backward(x)
+                    return x ** 3
+
+                @classmethod
+                def backward(cls, ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return 3 * x ** 2 * grad
+
+            y = Cube.apply(torch.ones(1))
+            """
+        ),
         Valid(
             """
             import torch
@@ -412,22 +429,5 @@ class LegacyUse(Rule):
             """,
             line=13,
             message="calls an instance of Cube",
-        ),
-        Invalid(
-            """
-            import torch
-
-            class Outer:
-                class Cube(torch.autograd.Function):
-                    @classmethod
-                    def forward(cls, ctx, x):
-                        return x ** 3
-
-                    @staticmethod
-                    def backward(ctx, grad):
-                        return grad
-            """,
-            line=6,
-            message="Cube.forward is a @classmethod",
         ),
     ]

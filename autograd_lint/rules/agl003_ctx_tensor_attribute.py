@@ -8,7 +8,7 @@ import libcst as cst
 
 from autograd_lint.model.semantic import Flow, How, MethodModel, Sink
 from autograd_lint.model.spec import Kind, MethodSpec
-from autograd_lint.rules._common import ctx_writers
+from autograd_lint.rules._common import ctx_writers, inputs_without_gradient
 from autograd_lint.rules.base import (
     FunctionContext,
     Invalid,
@@ -77,7 +77,17 @@ class CtxTensorAttribute(Rule):
     setup_context whose value is certainly a tensor, or a list or tuple literal
     holding one.  Attributes that backward/vjp/jvp deletes, resets to ``None``,
     clears or writes in place are buffers or caches managed by hand and are left
-    alone, as are the names in ``allowed_ctx_tensor_attributes``."""
+    alone, as are the names in ``allowed_ctx_tensor_attributes``.
+
+    Not reported, by contract: integer and bool tensors (ids, masks, ``cu_seqlens``,
+    also when optional: ``Optional[torch.LongTensor]``), which never carry a gradient;
+    and a forward input (or a view of it) that backward gives no gradient — ``None`` at
+    its position in every ``return`` — such as index metadata annotated ``Tensor``, a
+    frozen weight or a loss weight.  Such an input is a constant to this Function: the
+    caller holds it anyway (no leak, no reference cycle) and no gradient or double
+    backward depends on its history.  The one hazard left, an in-place change to that
+    constant between forward and backward, goes unreported: on real code it is the
+    deliberate pattern far more often than a bug."""
 
     code = "AGL003"
     title = "tensor stored as a ctx attribute instead of save_for_backward"
@@ -96,6 +106,8 @@ class CtxTensorAttribute(Rule):
         function = ctx.function
         allowed = ctx.settings.allowed_ctx_tensor_attributes
         exempt: set[str] | None = None
+        inputs = function.forward_inputs or ()
+        constant_inputs = {inputs[i].name for i in inputs_without_gradient(function) if i < len(inputs)}
         for method in ctx_writers(function):
             if not ctx.own(method) or method.semantic is None or method.ctx_name is None:
                 continue
@@ -106,6 +118,8 @@ class CtxTensorAttribute(Rule):
             for store, tensor in _stored_tensors(model, method.ctx_name):
                 attribute = store.detail or ""
                 if attribute in allowed:
+                    continue
+                if method.name == "forward" and _is_constant_input(model, tensor.expr, constant_inputs):
                     continue
                 if exempt is None:
                     exempt = self._managed_attributes(ctx)
@@ -267,6 +281,32 @@ class CtxTensorAttribute(Rule):
                     return grad * ctx.mask, None, None
             """
         ),
+        # Index metadata (annotated `torch.LongTensor | None`, or plain `Tensor` but given no
+        # gradient), ids cleaned with masked_fill, and a frozen weight backward only reads:
+        # constants to this Function.
+        Valid(
+            """
+            import torch
+
+            class VarlenScale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, frozen_w: torch.Tensor, ids: torch.LongTensor,
+                            cu_seqlens: torch.LongTensor | None = None,
+                            chunk_offsets: torch.Tensor | None = None, class_w=None):
+                    ctx.save_for_backward(x)
+                    ctx.w = frozen_w.contiguous()
+                    ctx.ids = ids.masked_fill(ids < 0, 0)
+                    ctx.cu_seqlens = cu_seqlens
+                    ctx.chunk_offsets = chunk_offsets
+                    ctx.class_w = class_w.detach() if class_w is not None else None
+                    return x @ frozen_w
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return grad @ ctx.w.t(), *[None] * 5
+            """
+        ),
         # Process-group plumbing: backward's `(None, None) + (g,)` gives no gradient to
         # `op` or `group`, however it is spelled.
         Valid(
@@ -307,6 +347,28 @@ class CtxTensorAttribute(Rule):
         ),
     ]
     INVALID = [
+        # An optional float state whose gradient backward computes is no constant.
+        Invalid(
+            """
+            import torch
+
+            class Scan(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, cu_seqlens: torch.LongTensor | None = None,
+                            h0: torch.Tensor | None = None):
+                    ctx.cu_seqlens = cu_seqlens
+                    ctx.h0 = h0
+                    ctx.save_for_backward(x)
+                    return x.cumsum(0) if h0 is None else x.cumsum(0) + h0
+
+                @staticmethod
+                def backward(ctx, grad):
+                    dh0 = None if ctx.h0 is None else grad.sum(0)
+                    return grad.flip(0).cumsum(0).flip(0), None, dh0
+            """,
+            line=8,
+            message="stores `h0` (a tensor or None) as ctx.h0",
+        ),
         # An unannotated input (named `input`), with a once_differentiable backward: backward's
         # gradient for it shows it is a tensor.
         Invalid(
@@ -446,6 +508,19 @@ class CtxTensorAttribute(Rule):
             message="Pair.setup_context stores a container holding tensor `x.detach()` as ctx.saved",
         ),
     ]
+
+
+def _is_constant_input(model: MethodModel, expr: cst.BaseExpression, constant_inputs: set[str]) -> bool:
+    """Whether the stored value is a forward input that backward gives no gradient (or a
+    view or ``.detach()`` of it), on every path that reaches the store; an arm of a
+    conditional expression may be ``None`` instead."""
+    if isinstance(expr, cst.IfExp):
+        arms = [arm for arm in (expr.body, expr.orelse) if model.kind(arm) is not Kind.NONE]
+        return bool(arms) and all(_is_constant_input(model, arm, constant_inputs) for arm in arms)
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "detach":
+        expr = expr.func.value
+    origins = model.origins(expr)
+    return bool(origins) and all(b.how is How.PARAMETER and b.name in constant_inputs for b in origins)
 
 
 def _target_of(store: Flow, attribute: str) -> cst.CSTNode:

@@ -6,8 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model import flow, traverse
-from autograd_lint.model.exprs import SAVED_ATTRIBUTES, ctx_attribute
+from autograd_lint.model import flow
+from autograd_lint.model.exprs import SAVED_ATTRIBUTES
 from autograd_lint.rules._common import repeated_on_one_path
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -22,57 +22,11 @@ from autograd_lint.model.spec import Kind, MethodSpec
 ATTRIBUTE = "clear_saved_tensors_on_access"
 
 
-class _Reads(flow.ScopeVisitor):
-    """Loads of ``<ctx>.saved_tensors`` in text order, and those a comprehension repeats."""
-
-    def __init__(self, ctx_name: str) -> None:
-        self.ctx_name = ctx_name
-        self.reads: list[cst.Attribute] = []
-        self.repeated: set[int] = set()
-        self.comprehension_depth = 0
-        self.stores: set[int] = set()
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self.stores.add(id(node.target))
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self.stores.add(id(node.target))
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if id(node) not in self.stores and ctx_attribute(node, self.ctx_name) in SAVED_ATTRIBUTES:
-            self.reads.append(node)
-            if self.comprehension_depth:
-                self.repeated.add(id(node))
-
-    # A comprehension runs its element, conditions and inner iterables once per
-    # item; only the outermost iterable is evaluated once.
-    def _comprehension(self, node: cst.BaseComp) -> bool:
-        outer = node.for_in
-        traverse.visit(outer.iter, self)
-        self.comprehension_depth += 1
-        traverse.visit(outer.target, self)
-        for condition in outer.ifs:
-            traverse.visit(condition, self)
-        if outer.inner_for_in is not None:
-            traverse.visit(outer.inner_for_in, self)
-        if isinstance(node, cst.DictComp):
-            traverse.visit(node.key, self)
-            traverse.visit(node.value, self)
-        else:
-            traverse.visit(node.elt, self)  # type: ignore[attr-defined]
-        self.comprehension_depth -= 1
-        return False
-
-    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension  # type: ignore[assignment]
-
-
-def saved_tensor_reads(method: MethodSpec) -> tuple[list[cst.Attribute], set[int]]:
-    """The loads of ``saved_tensors``/``saved_variables`` in ``method``, and the ids of
-    those inside a comprehension (which run once per item)."""
-    assert method.node is not None and method.ctx_name is not None
-    visitor = _Reads(method.ctx_name)
-    flow.visit_body(method.node, visitor)
-    return visitor.reads, visitor.repeated
+def saved_tensor_reads(method: MethodSpec) -> list[cst.Attribute]:
+    """The loads of ``<ctx>.saved_tensors``/``saved_variables`` in ``method``'s body (the
+    semantic model's attribute loads), in the order the body runs them."""
+    assert method.semantic is not None and method.ctx_name is not None
+    return method.semantic.attribute_loads(method.ctx_name, SAVED_ATTRIBUTES)
 
 
 class SavedTensorsReadTwice(Rule):
@@ -117,11 +71,14 @@ class SavedTensorsReadTwice(Rule):
             method = function.methods.get(name)
             if method is None or method.node is None or method.ctx_name is None or method.is_classmethod:
                 continue
-            if ctx.unit(method) is None:
+            semantic = method.semantic
+            if ctx.unit(method) is None or semantic is None:
                 continue
-            reads, repeated = saved_tensor_reads(method)
+            # A load inside a comprehension's element runs once per item: it counts twice.
             found = repeated_on_one_path(
-                flow.method_body(method.node), reads, lambda node: 2 if id(node) in repeated else 1
+                flow.method_body(method.node),
+                saved_tensor_reads(method),
+                lambda node, model=semantic: 2 if model.per_item(node) else 1,
             )
             if found is None:
                 continue

@@ -23,7 +23,7 @@ from autograd_lint.model.flow import (
     target_names,
 )
 from autograd_lint.model.imports import ImportMap
-from autograd_lint.rules._common import ctx_writers, short
+from autograd_lint.rules._common import ctx_writers, inputs_without_gradient, short
 from autograd_lint.rules.base import (
     Diagnostic,
     Fixer,
@@ -61,6 +61,10 @@ _NON_DIFFERENTIABLE_METHODS = frozenset(
 ) | NON_TENSOR_METHODS
 # Calls that build a tensor from a shape or from randomness, not from their arguments' values.
 _CREATION_PREFIXES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "randperm", "arange", "new_")
+
+
+# Attributes that give (a view of) a tensor's own values.
+_TENSOR_VALUE_ATTRIBUTES = frozenset("T mT H mH real imag data grad values".split())
 
 
 @dataclass(frozen=True)
@@ -266,7 +270,9 @@ def _mentions(node: cst.CSTNode, names: set[str]) -> bool:
     if isinstance(node, cst.Name):
         return node.value in names
     if isinstance(node, cst.Attribute):
-        return node.attr.value not in NON_TENSOR_ATTRIBUTES and _mentions(node.value, names)
+        # `x.T`, `x.data`, `out.values` are values of the tensor; `xs.meta`, `state.offsets`
+        # are fields of some object, whose dtype and dependence on the inputs syntax can't tell.
+        return node.attr.value in _TENSOR_VALUE_ATTRIBUTES and _mentions(node.value, names)
     if isinstance(node, cst.Call):
         func = node.func
         callee = dotted_name(func) or ""
@@ -298,16 +304,22 @@ class _Intermediates:
     respect to the inputs is lost.  Only single plain assignments whose value is a call
     or arithmetic on the inputs count; comparisons, integer results, sizes and tensors
     built from shapes or randomness do not, since they have no derivative to lose.
+    Nor do values computed only from inputs that backward gives no gradient (token ids,
+    masks, frozen weights: ``None`` at their position in every ``return``): they are
+    constants to this Function, so their lack of history loses nothing.
     """
 
     def __init__(self, function: FunctionSpec, method: MethodSpec) -> None:
         inputs = function.forward_inputs or ()
         self.inputs = {p.name for p in inputs if method.param_kinds.get(p.name) is not Kind.NON_TENSOR}
+        constants = inputs_without_gradient(function)
+        differentiable = {p.name for i, p in enumerate(inputs) if i not in constants} & self.inputs
         if method.name == "setup_context":
             self.inputs = {p.name for p in method.positional[1:]}
+            differentiable = set(self.inputs)
         self.outputs = _returned_names(function)
         self.assignments = _assignments(method)
-        self.derived = set(self.inputs)
+        self.derived = differentiable
         for _ in range(3):  # names computed from names computed from inputs
             for name, values in self.assignments.items():
                 if any(v is not None and _mentions(v, self.derived) for v, _ in values):
@@ -552,6 +564,51 @@ class OnceDifferentiable(Rule):
         return None
 
     VALID = [
+        # A field of an object a library call returns (`packed.meta`: sparsity metadata) is
+        # no evidence: its dtype and whether it depends differentiably on the input are unknown.
+        Valid(
+            """
+            import torch
+            import sparse_lib
+
+            class Sparsify(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    packed = sparse_lib.compress(x)
+                    ctx.meta = packed.meta.clone()
+                    return packed
+
+                @staticmethod
+                def backward(ctx, grad):
+                    values, meta = sparse_lib.compress_like(grad)
+                    meta.copy_(ctx.meta)
+                    return sparse_lib.Packed(values, meta)
+            """
+        ),
+        # Ids cleaned with masked_fill from an unannotated input that backward gives no
+        # gradient: computed only from a constant, they have no derivative to lose.
+        Valid(
+            """
+            import torch
+
+            class TokenLoss(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, hidden, weight, labels, ignore_index):
+                    keep = labels != ignore_index
+                    safe = labels.masked_fill(~keep, 0)
+                    logits = hidden @ weight.t()
+                    ctx.save_for_backward(hidden, weight, safe, keep)
+                    return torch.nn.functional.cross_entropy(logits[keep], safe[keep])
+
+                @staticmethod
+                def backward(ctx, grad):
+                    hidden, weight, safe, keep = ctx.saved_tensors
+                    probs = torch.softmax(hidden @ weight.t(), -1)
+                    probs[keep, safe[keep]] -= 1
+                    probs = probs * keep.unsqueeze(-1) * grad / keep.sum()
+                    return probs @ weight, probs.t() @ hidden, None, None
+            """
+        ),
         # Saved integer ids and a saved value backward reads only for its shape are no
         # evidence: neither has a derivative to lose.
         Valid(

@@ -89,26 +89,24 @@ def _tensor_uses(method: MethodSpec, binding: Binding) -> list[tuple[cst.CSTNode
         return is_tuple(node) or (isinstance(node, cst.Name) and semantic.name_kind(node) is Kind.TENSOR)
 
     found: list[tuple[cst.CSTNode, str]] = []
-
-    # Which expression a use sits in (the model records uses, not their parents).
-    class _Uses(flow.ScopeVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            attr = node.attr.value
-            if is_tuple(node.value) and attr not in TUPLE_ATTRIBUTES and not attr.startswith("__"):
-                found.append((node, f".{attr}"))
-
-        def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
-            if not isinstance(node.operator, cst.Not) and is_tuple(node.expression):
-                found.append((node, "a unary operator"))
-
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            if is_tuple(node):
-                return
-            left, right = node.left, node.right
-            if (is_tuple(left) and is_other_operand(right)) or (is_tuple(right) and is_other_operand(left)):
-                found.append((node, "arithmetic"))
-
-    flow.visit_body(method.node, _Uses())
+    for use in semantic.uses(binding):
+        if not is_tuple(use):
+            continue
+        # The expression the tuple sits in, past any `+`/`*` that gives a tuple again.
+        node: cst.CSTNode = use
+        parent = semantic.parent(node)
+        while isinstance(parent, cst.BinaryOperation) and is_tuple(parent):
+            node, parent = parent, semantic.parent(parent)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            attr = parent.attr.value
+            if attr not in TUPLE_ATTRIBUTES and not attr.startswith("__"):
+                found.append((parent, f".{attr}"))
+        elif isinstance(parent, cst.UnaryOperation) and not isinstance(parent.operator, cst.Not):
+            found.append((parent, "a unary operator"))
+        elif isinstance(parent, cst.BinaryOperation):
+            other = parent.right if parent.left is node else parent.left
+            if is_other_operand(other):
+                found.append((parent, "arithmetic"))
     return found
 
 

@@ -6,10 +6,9 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint.model import traverse
 from autograd_lint.model.exprs import Classifier, dotted_name, is_none
 from autograd_lint.model.extract import ParsedUnit
-from autograd_lint.model.flow import ScopeVisitor, child_bodies, method_body
+from autograd_lint.model.flow import child_bodies, method_body
 from autograd_lint.model.semantic import MethodModel
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules._common import ctx_writers, short
@@ -35,7 +34,8 @@ def _materialize_off(function: FunctionSpec) -> bool:
 
 
 def _units(body: Sequence[cst.BaseStatement]) -> Iterator[list[cst.CSTNode]]:
-    """The body's statements in text order, each as the parts to scan.
+    """The body's statements in text order, each as its parts (a use or a test counts
+    from the unit it is in).
 
     A simple statement line is one unit; a compound statement gives its header (the
     ``if``/``while`` test, the ``for`` target and iterable, the ``with`` items) as a
@@ -57,80 +57,92 @@ def _units(body: Sequence[cst.BaseStatement]) -> Iterator[list[cst.CSTNode]]:
                 yield from _units(block)
 
 
-class _Scan(ScopeVisitor):
-    """Collects, in one unit, uses of grad parameters that the parameter's own value
-    reaches (the semantic model says which), and None tests on them."""
+def _unit_order(body: Sequence[cst.BaseStatement]) -> dict[int, int]:
+    """``id`` of each part of each unit (and of each small statement of a line, since a
+    one-line block's line is made up) -> the unit's place in text order."""
+    order: dict[int, int] = {}
+    for index, parts in enumerate(_units(body)):
+        for part in parts:
+            order[id(part)] = index
+            if isinstance(part, cst.SimpleStatementLine):
+                for small in part.body:
+                    order[id(small)] = index
+    return order
+
+
+def _unit_of(semantic: MethodModel, node: cst.CSTNode, order: dict[int, int]) -> int | None:
+    """The place of the unit holding ``node`` (None: a part no unit scans, e.g. a decorator)."""
+    if id(node) in order:
+        return order[id(node)]
+    for ancestor, _ in semantic.ancestors(node):
+        if id(ancestor) in order:
+            return order[id(ancestor)]
+    return None
+
+
+def _is_test(semantic: MethodModel, node: cst.Name) -> bool:
+    """Whether ``node`` is tested for None where it is read: an operand of ``==``/``!=``/``is``
+    /``is not`` with a ``None`` operand, of ``and``/``or``, of ``not``, the test of an
+    ``if``/``while`` statement or an ``x if c else y``, or ``isinstance``/``callable``'s
+    first argument."""
+    parent = semantic.parent(node)
+    if isinstance(parent, cst.Comparison):
+        operands = [parent.left, *(c.comparator for c in parent.comparisons)]
+        equality = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)
+        return any(isinstance(c.operator, equality) for c in parent.comparisons) and any(map(is_none, operands))
+    if isinstance(parent, cst.BooleanOperation):
+        return True
+    if isinstance(parent, (cst.IfExp, cst.If, cst.While)):
+        return parent.test is node
+    if isinstance(parent, cst.UnaryOperation):
+        return isinstance(parent.operator, cst.Not)
+    if isinstance(parent, cst.Arg):
+        call = semantic.parent(parent)
+        return (
+            isinstance(call, cst.Call)
+            and dotted_name(call.func) in ("isinstance", "callable")
+            and call.args[0].value is node
+        )
+    return False
+
+
+class _Grads:
+    """The gradient parameters of one backward/vjp/jvp, and where each is used as a tensor."""
 
     def __init__(self, grads: set[str], semantic: MethodModel, imports: ImportMap) -> None:
         self.grads = grads
         self.semantic = semantic
         self.imports = imports
-        self.uses: list[tuple[str, cst.CSTNode]] = []
-        self.guarded: set[str] = set()
 
-    def _grad(self, node: cst.CSTNode | None) -> str | None:
+    def parameter_use(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` reads a gradient parameter that the parameter's own value reaches."""
         if not isinstance(node, cst.Name) or node.value not in self.grads:
-            return None
-        parameter = self.semantic.params.get(node.value)
-        return node.value if parameter in self.semantic.reaching(node) else None
+            return False
+        return self.semantic.params.get(node.value) in self.semantic.reaching(node)
 
-    def _tested(self, node: cst.CSTNode | None) -> str | None:
-        return node.value if isinstance(node, cst.Name) and node.value in self.grads else None
-
-    def _use(self, name: str | None, node: cst.CSTNode) -> None:
-        if name is not None:
-            self.uses.append((name, node))
-
-    def _guard(self, node: cst.CSTNode | None) -> None:
-        name = self._tested(node)
-        if name is not None:
-            self.guarded.add(name)
-
-    # -- None tests ----------------------------------------------------------------
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        operands = [node.left, *(c.comparator for c in node.comparisons)]
-        equality = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)
-        if any(isinstance(c.operator, equality) for c in node.comparisons) and any(map(is_none, operands)):
-            for operand in operands:
-                self._guard(operand)
-
-    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
-        # `g and ...` / `g or ...` is a truth test, which a None grad passes safely.
-        self._guard(node.left)
-        self._guard(node.right)
-
-    def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._guard(node.test)
-
-    def visit_If(self, node: cst.If) -> None:
-        self._guard(node.test)
-
-    # -- uses ------------------------------------------------------------------------
-    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
-        if isinstance(node.operator, cst.Not):
-            self._guard(node.expression)
-        else:
-            self._use(self._grad(node.expression), node)
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        self._use(self._grad(node.left) or self._grad(node.right), node)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        name = dotted_name(func)
-        if name in ("isinstance", "callable") and node.args:
-            self._guard(node.args[0].value)
-        if not isinstance(func, cst.Attribute):
-            return
-        self._use(self._grad(func.value), node)
-        qualified = self.imports.resolve(name) if name else None
-        if qualified is not None and Classifier._torch_call(qualified) is Kind.TENSOR:
-            for arg in node.args:
-                if arg.keyword is None and not arg.star:
-                    self._use(self._grad(arg.value), node)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._use(self._grad(node.target) or self._grad(node.value), node)
+    def use_site(self, use: cst.Name) -> cst.CSTNode | None:
+        """The expression that takes ``use`` as a tensor: arithmetic (one parameter per
+        operation, the left one first), a method call on it, a tensor-valued ``torch`` call
+        taking it, ``+=``; None for any other read."""
+        semantic = self.semantic
+        parent = semantic.parent(use)
+        if isinstance(parent, cst.UnaryOperation):
+            return None if isinstance(parent.operator, cst.Not) else parent
+        if isinstance(parent, cst.BinaryOperation):
+            return parent if parent.left is use or not self.parameter_use(parent.left) else None
+        if isinstance(parent, cst.AugAssign):
+            return parent if parent.target is use or not self.parameter_use(parent.target) else None
+        if isinstance(parent, cst.Attribute) and parent.value is use:
+            call = semantic.parent(parent)
+            return call if isinstance(call, cst.Call) and call.func is parent else None
+        if isinstance(parent, cst.Arg) and parent.value is use and parent.keyword is None and not parent.star:
+            call = semantic.parent(parent)
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+                name = dotted_name(call.func)
+                qualified = self.imports.resolve(name) if name else None
+                if qualified is not None and Classifier._torch_call(qualified) is Kind.TENSOR:  # noqa: SLF001
+                    return call
+        return None
 
 
 class MaterializeGradsOff(Rule):
@@ -167,26 +179,43 @@ class MaterializeGradsOff(Rule):
             yield from self._check(ctx, method, unit)
 
     def _check(self, ctx: FunctionContext, method: MethodSpec, unit: ParsedUnit) -> Iterator[Report]:
-        grads = {p.name for p in method.positional[1:]}
-        assert method.node is not None and method.semantic is not None
-        guarded: set[str] = set()
-        for parts in _units(method_body(method.node)):
-            scan = _Scan(grads, method.semantic, ctx.analysis.imports)
-            for part in parts:
-                traverse.visit(part, scan)
-            # A test in the same statement counts (`g * 2 if g is not None else None`).
-            guarded |= scan.guarded
-            for name, node in scan.uses:
-                if name in guarded:
+        semantic = method.semantic
+        assert method.node is not None and semantic is not None
+        grads = _Grads({p.name for p in method.positional[1:]}, semantic, ctx.analysis.imports)
+        order = _unit_order(method_body(method.node))
+        for name in sorted(grads.grads):
+            parameter = semantic.params.get(name)
+            if parameter is None:
+                continue
+            # A test in an earlier unit, or in the same one (`g * 2 if g is not None else None`).
+            tests = [
+                place
+                for binding in semantic.bindings_of(name)
+                for use in semantic.uses(binding)
+                if _is_test(semantic, use) and (place := _unit_of(semantic, use, order)) is not None
+            ]
+            first_test = min(tests, default=len(order) + 1)
+            found: list[tuple[int, int, int, int, cst.CSTNode]] = []
+            for use in semantic.uses(parameter):
+                if not grads.parameter_use(use):
                     continue
-                guarded.add(name)  # report each parameter once
-                yield Report(
-                    ctx.position(method, node),
-                    f"{ctx.function.name}.{method.name} uses `{name}` in "
-                    f"`{short(unit.code(node), 60)}` without testing `{name} is None`, but forward "
-                    "calls ctx.set_materialize_grads(False), so it is None when that output "
-                    "gets no gradient",
-                )
+                site = grads.use_site(use)
+                place = None if site is None else _unit_of(semantic, site, order)
+                if site is None or place is None or place >= first_test:
+                    continue
+                depth = sum(1 for _ in semantic.ancestors(site))
+                position = ctx.position(method, site)
+                found.append((place, position.line, position.column, depth, site))
+            if not found:
+                continue
+            node = min(found, key=lambda item: item[:4])[4]
+            yield Report(
+                ctx.position(method, node),
+                f"{ctx.function.name}.{method.name} uses `{name}` in "
+                f"`{short(unit.code(node), 60)}` without testing `{name} is None`, but forward "
+                "calls ctx.set_materialize_grads(False), so it is None when that output "
+                "gets no gradient",
+            )
 
     VALID = [
         Valid(
@@ -290,6 +319,26 @@ class MaterializeGradsOff(Rule):
                     g1 = torch.zeros(()) if g1 is None else g1
                     g2 = materialize(g2)
                     return g1 * 2 + g2
+            """
+        ),
+        # A truth test of a scalar gradient handles None too (None is false).
+        Valid(
+            """
+            import torch
+
+            class Loss(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.set_materialize_grads(False)
+                    ctx.save_for_backward(x)
+                    return (x * x).sum()
+
+                @staticmethod
+                def backward(ctx, grad_loss):
+                    (x,) = ctx.saved_tensors
+                    if grad_loss:
+                        return 2 * x * grad_loss
+                    return None
             """
         ),
     ]

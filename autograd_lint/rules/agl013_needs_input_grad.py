@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model import traverse
 from autograd_lint.model.exprs import ctx_attribute, is_none
-from autograd_lint.model.flow import child_bodies, method_body, suite_body
-from autograd_lint.model.semantic import Binding, How
+from autograd_lint.model.semantic import Binding, MethodModel
 from autograd_lint.rules._common import takes_ctx
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -50,69 +48,27 @@ def _guards(test: cst.BaseExpression, ctx_name: str) -> Guards:
     return frozenset()
 
 
-def _guards_by_node(body: Sequence[cst.BaseStatement], ctx_name: str) -> dict[int, Guards]:
-    """For every node of ``body`` outside nested ``def``/``class`` bodies: the indexes k
-    whose ``needs_input_grad[k]`` the enclosing ``if`` statements require."""
-    found: dict[int, Guards] = {}
-
-    def walk(statements: Sequence[cst.BaseStatement], guards: Guards) -> None:
-        for statement in statements:
-            traverse.visit(statement, _OwnNodes(found, guards))
-            if isinstance(statement, cst.If):
-                walk(suite_body(statement.body), guards | _guards(statement.test, ctx_name))
-                orelse = statement.orelse
-                if isinstance(orelse, cst.If):
-                    walk([orelse], guards)
-                elif isinstance(orelse, cst.Else):
-                    walk(suite_body(orelse.body), guards)
-            elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-                for block in child_bodies(statement):
-                    walk(block, guards)
-
-    walk(body, frozenset())
-    return found
+def _enclosing_guards(semantic: MethodModel, node: cst.CSTNode, ctx_name: str) -> Guards:
+    """The indexes k whose ``needs_input_grad[k]`` the ``if`` statements around ``node``
+    require: those whose body (not ``elif``/``else``) holds it."""
+    guards: Guards = frozenset()
+    for ancestor, child in semantic.ancestors(node):
+        if isinstance(ancestor, cst.If) and child is ancestor.body:
+            guards |= _guards(ancestor.test, ctx_name)
+    return guards
 
 
-class _OwnNodes(cst.CSTVisitor):
-    """Gives the nodes of one statement, not of its blocks, the statement's guards."""
-
-    def __init__(self, found: dict[int, Guards], guards: Guards) -> None:
-        self.found = found
-        self.guards = guards
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self.found[id(node)] = self.guards
-        return not isinstance(node, cst.IndentedBlock)
-
-
-def _gate(binding: Binding, guards: dict[int, Guards], ctx_name: str) -> Guards | None:
+def _gate(binding: Binding, semantic: MethodModel, ctx_name: str) -> Guards | None:
     """The guards under which ``binding`` makes its name a gradient; None when it binds
     ``None`` (no gradient, whatever the guard)."""
     value = binding.value
     if value is not None and is_none(value):
         return None
-    gate = guards.get(id(binding.site), frozenset())
+    gate = _enclosing_guards(semantic, binding.site, ctx_name)
     if isinstance(value, cst.IfExp) and is_none(value.orelse):
         # `grad_b = expr if ctx.needs_input_grad[1] else None`
         gate = gate | _guards(value.test, ctx_name)
     return gate
-
-
-def _origin_bindings(bindings: Iterable[Binding]) -> list[Binding]:
-    """``bindings`` with each narrowing replaced by the bindings it narrows (the same value)."""
-    found: list[Binding] = []
-    stack = list(bindings)
-    seen: set[int] = set()
-    while stack:
-        binding = stack.pop()
-        if id(binding) in seen:  # narrowings in a loop alias each other in a cycle
-            continue
-        seen.add(id(binding))
-        if binding.how is How.NARROWING:
-            stack.extend(binding.aliases)
-        elif binding not in found:
-            found.append(binding)
-    return found
 
 
 def _input_label(function: FunctionSpec, index: int) -> str:
@@ -173,17 +129,16 @@ class NeedsInputGrad(Rule):
             return
         if not method.reads("needs_input_grad[]"):
             return
-        guards = _guards_by_node(method_body(node), ctx_name)
         for ret in semantic.returns:
             if ret.elements is None:
                 continue
-            outer = guards.get(id(ret.node), frozenset())
+            outer = _enclosing_guards(semantic, ret.node, ctx_name)
             for j, element in enumerate(ret.elements):
                 if not isinstance(element, cst.Name):
                     continue
                 gates = [
-                    gate for b in _origin_bindings(semantic.reaching(element))
-                    if (gate := _gate(b, guards, ctx_name)) is not None
+                    gate for b in semantic.unnarrowed(semantic.reaching(element))
+                    if (gate := _gate(b, semantic, ctx_name)) is not None
                 ]
                 # A return reached only when another input needs grad is not reached
                 # when input j alone does.

@@ -7,7 +7,7 @@ from typing import Callable, Iterator
 import libcst as cst
 
 from autograd_lint.model import flow
-from autograd_lint.model.semantic import MethodModel
+from autograd_lint.model.semantic import Binding, MethodModel
 from autograd_lint.model.spec import Kind
 from autograd_lint.rules._common import repeated_on_one_path
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
@@ -15,10 +15,14 @@ from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Sev
 CALL_ONCE_APIS = ("save_for_backward", "save_for_forward", "mark_dirty", "mark_non_differentiable")
 
 
-def _lost(model: MethodModel, calls: list[cst.Call], api: str, code: Callable[[cst.CSTNode], str]) -> list[str]:
+def _lost(model: MethodModel, calls: list[cst.Call], api: str, code: Callable[[cst.CSTNode], str],
+          non_differentiable: frozenset[Binding]) -> list[str]:
     """The arguments of earlier calls that the last call does not pass again (it replaces
-    them); integer and bool tensors count as kept by mark_non_differentiable, as they
-    never get a gradient anyway."""
+    them); integer and bool tensors count as kept by mark_non_differentiable and
+    mark_dirty, as they never get a gradient anyway, and so does a tensor dropped from
+    mark_dirty that is also marked non-differentiable (``non_differentiable``: the
+    origins of those arguments): re-created on torch 2.13, values and gradients are the
+    same, only the returned object is an alias of the input instead of the input."""
     kept = {code(arg.value) for arg in calls[-1].args}
     lost: list[str] = []
     for call in calls[:-1]:
@@ -26,10 +30,43 @@ def _lost(model: MethodModel, calls: list[cst.Call], api: str, code: Callable[[c
             text = code(arg.value)
             if text in kept or text in lost:
                 continue
-            if api in ("mark_non_differentiable", "mark_dirty") and model.kind(arg.value) is Kind.INDEX_TENSOR:
+            if api in ("mark_non_differentiable", "mark_dirty") and _may_be_integer(model, arg.value):
+                continue
+            origins = model.origins(arg.value)
+            if api == "mark_dirty" and origins and origins <= non_differentiable:
                 continue
             lost.append(text)
     return lost
+
+
+_INTEGER_KINDS = (Kind.INDEX_TENSOR, Kind.OPTIONAL_INDEX_TENSOR)
+
+
+def _may_be_integer(model: MethodModel, expr: cst.BaseExpression) -> bool:
+    """Whether ``expr`` is an integer or bool tensor on some path: its kind says so, or an arm
+    of a conditional expression it is bound to does (``m = m.view(s) if p > 0 else
+    torch.ones(s, dtype=torch.uint8)``).  Whether the other paths hold integers too syntax
+    can't tell, so the rule stays silent."""
+    if model.kind(expr) in _INTEGER_KINDS:
+        return True
+    values: list[cst.BaseExpression] = [expr]
+    if isinstance(expr, cst.Name):
+        values = [b.value for b in model.reaching(expr) if b.value is not None]
+        if any(b.kind in _INTEGER_KINDS for b in model.reaching(expr)):
+            return True
+    return any(
+        isinstance(value, cst.IfExp) and (model.kind(value.body) in _INTEGER_KINDS or model.kind(value.orelse) in _INTEGER_KINDS)
+        for value in values
+    )
+
+
+def _marked_non_differentiable(model: MethodModel, ctx_name: str) -> frozenset[Binding]:
+    """The bindings whose objects some ``mark_non_differentiable`` call may mark."""
+    found: set[Binding] = set()
+    for call in model.calls_of(f"{ctx_name}.mark_non_differentiable"):
+        for arg in call.args:
+            found |= model.origins(arg.value)
+    return frozenset(found)
 
 
 class CallOnceApiRepeated(Rule):
@@ -74,7 +111,8 @@ class CallOnceApiRepeated(Rule):
             if found is None:
                 continue
             second, where = found
-            lost = _lost(model, calls, api, unit.code) if where != "inside a loop" else ["..."]
+            non_differentiable = _marked_non_differentiable(model, method.ctx_name)
+            lost = _lost(model, calls, api, unit.code, non_differentiable) if where != "inside a loop" else ["..."]
             if not lost:
                 continue  # the last call passes again everything the earlier ones did
             what = "the earlier arguments" if lost == ["..."] else ", ".join(f"`{t}`" for t in lost)
@@ -122,6 +160,60 @@ class CallOnceApiRepeated(Rule):
                     ctx.save_for_backward(a, b)
                     ctx.mark_non_differentiable(idx)
                     return out, idx
+            """
+        ),
+        # A mask that is uint8 on one path and a kernel's output of unknown dtype on the
+        # other: syntax can't tell it is ever a floating tensor.
+        Valid(
+            """
+            import torch
+            import kernels
+
+            class DropoutAdd(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, y: torch.Tensor, p: float):
+                    out, mask_x, mask_y = kernels.dropout_add(x, y, p)
+                    mask_x = mask_x.view(x.shape) if p > 0.0 else torch.ones(x.shape, dtype=torch.uint8)
+                    mask_y = mask_y.view(y.shape) if p > 0.0 else torch.ones(y.shape, dtype=torch.uint8)
+                    ctx.save_for_backward(mask_x, mask_y)
+                    ctx.p = p
+                    ctx.mark_non_differentiable(mask_x)
+                    ctx.mark_non_differentiable(mask_y)
+                    return out, mask_x, mask_y
+
+                @staticmethod
+                def backward(ctx, grad, grad_mask_x, grad_mask_y):
+                    mask_x, mask_y = ctx.saved_tensors
+                    scale = 1.0 / (1.0 - ctx.p) if ctx.p > 0.0 else 1.0
+                    return grad * mask_x * scale, grad * mask_y * scale, None
+            """
+        ),
+        # An index buffer updated in place and marked dirty, then marked non-differentiable
+        # too: the second mark_dirty call drops it, which changes nothing observable.
+        Valid(
+            """
+            import torch
+
+            class Route(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, logits: torch.Tensor, slots: torch.Tensor | None, counts: torch.Tensor):
+                    probs = logits.softmax(-1)
+                    routed = probs.argmax(-1)
+                    if slots is not None:
+                        slots.copy_(routed)
+                        routed = slots
+                        ctx.mark_dirty(slots)
+                    counts.add_(1)
+                    ctx.mark_dirty(counts)
+                    ctx.mark_non_differentiable(routed, counts)
+                    ctx.save_for_backward(probs)
+                    return probs, routed, counts
+
+                @staticmethod
+                def backward(ctx, grad, grad_routed, grad_counts):
+                    (probs,) = ctx.saved_tensors
+                    inner = (grad * probs).sum(-1, keepdim=True)
+                    return probs * (grad - inner), None, None
             """
         ),
         # Trap 4: calls in mutually exclusive branches, and after an early return.

@@ -6,9 +6,9 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint.model import traverse
 from autograd_lint.model.exprs import ctx_attribute
 from autograd_lint.model.flow import child_bodies, method_body
+from autograd_lint.model.semantic import Binding, MethodModel
 from autograd_lint.rules.base import (
     FunctionContext,
     Invalid,
@@ -17,7 +17,6 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.model.spec import MethodSpec
 
 # Operators that can join or repeat tuples, so `(out,) + rest` may return the name.
 _SEQUENCE_OPERATORS = (cst.Add, cst.Multiply, cst.Modulo)
@@ -32,116 +31,31 @@ _FRESH_METHODS = frozenset(
 )
 
 
-def _mentioned(node: cst.CSTNode) -> set[str]:
-    """Every name loaded or stored under ``node`` (nested lambdas included: they may
-    close over the name)."""
-    names: set[str] = set()
-
-    class _Visitor(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            names.add(node.value)
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            traverse.visit(node.value, self)
-            return False  # `y.x` does not mention a name `x`
-
-    traverse.visit(node, _Visitor())
-    return names
-
-
-def _root(target: cst.BaseExpression) -> set[str]:
-    """The names a binding or a store into ``target`` can make hold a value."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Attribute, cst.Subscript)):
-        return _root(target.value)
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return set().union(*(_root(e.value) for e in target.elements)) if target.elements else set()
-    if isinstance(target, cst.StarredElement):
-        return _root(target.value)
-    return set()
-
-
-def _flows(method: MethodSpec) -> list[tuple[set[str], set[str]]]:
-    """(targets, sources) for every way a value can reach a name in the method's body:
-    assignments, loops, ``with ... as``, ``:=``, and method calls (``lst.append(x)``
-    can put ``x`` in ``lst``)."""
-    assert method.node is not None
-    flows: list[tuple[set[str], set[str]]] = []
-
-    class _Visitor(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is method.node
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                flows.append((_root(target.target), _mentioned(node.value)))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            if node.value is not None:
-                flows.append((_root(node.target), _mentioned(node.value)))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            flows.append((_root(node.target), _mentioned(node.value)))
-
-        def visit_For(self, node: cst.For) -> None:
-            flows.append((_root(node.target), _mentioned(node.iter)))
-
-        def visit_WithItem(self, node: cst.WithItem) -> None:
-            if node.asname is not None:
-                flows.append((_root(node.asname.name), _mentioned(node.item)))
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            flows.append((_root(node.target), _mentioned(node.value)))
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Attribute):
-                arguments = set().union(*(_mentioned(a.value) for a in node.args)) if node.args else set()
-                flows.append((_root(node.func.value), arguments))
-
-    traverse.visit(method.node, _Visitor())
-    return flows
-
-
-def _may_hold(name: str, flows: list[tuple[set[str], set[str]]]) -> set[str]:
-    """Names that may hold the tensor bound to ``name`` (or a container with it)."""
-    holders = {name}
-    changed = True
-    while changed:
-        changed = False
-        for targets, sources in flows:
-            if sources & holders and not targets <= holders:
-                holders |= targets
-                changed = True
-    return holders
-
-
-def _may_be(node: cst.BaseExpression, name: str, holders: set[str], whole: bool) -> bool:
-    """Whether the returned expression ``node`` may be the tensor marked as ``name``.
+def _may_be(
+    semantic: MethodModel, node: cst.BaseExpression, marked: frozenset[Binding], holders: frozenset[Binding], whole: bool
+) -> bool:
+    """Whether the returned expression ``node`` may be the tensor that the ``marked``
+    bindings hold (``holders``: the bindings that may hold it, or a container with it).
     ``whole``: ``node`` is the entire return value, not an element of a tuple literal."""
     if isinstance(node, cst.Name):
-        return node.value in holders
+        return bool(semantic.reaching(node) & holders)
     if isinstance(node, cst.BinaryOperation):
-        # Arithmetic makes a new tensor; only tuple joins can pass the name through,
+        # Arithmetic makes a new tensor; only tuple joins can pass the tensor through,
         # and an operand that is the marked tensor itself makes it arithmetic.
         operands = (node.left, node.right)
         if not whole or not isinstance(node.operator, _SEQUENCE_OPERATORS):
             return False
-        if any(isinstance(o, cst.Name) and o.value == name for o in operands):
+        if any(isinstance(o, cst.Name) and semantic.reaching(o) & marked for o in operands):
             return False
-        return bool(_mentioned(node) & holders)
-    if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Plus):
+    elif isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Plus):
         return False  # `+x is x` for a tensor; `-x`, `~x` and `not x` are new objects
-    if (
+    elif (
         isinstance(node, cst.Call)
         and isinstance(node.func, cst.Attribute)
         and node.func.attr.value in _FRESH_METHODS
     ):
         return False
-    return bool(_mentioned(node) & holders)
+    return any(binding in holders for binding in semantic.dependencies(node))
 
 
 class DirtyNotReturned(Rule):
@@ -174,10 +88,14 @@ class DirtyNotReturned(Rule):
         ):
             return
         ctx_name = forward.ctx_name
-        flows = _flows(forward)
+        semantic = forward.semantic
+        if semantic is None:
+            return
         reports: list[Report] = []
+        # A marked name -> the mark_dirty call, the bindings marked there, and what may hold them.
+        Marked = dict[str, tuple[cst.Call, frozenset[Binding], frozenset[Binding]]]
 
-        def check(ret: cst.Return, marked: dict[str, cst.Call]) -> None:
+        def check(ret: cst.Return, marked: Marked) -> None:
             value = ret.value
             if isinstance(value, cst.Tuple):
                 elements = [e.value for e in value.elements]
@@ -187,9 +105,8 @@ class DirtyNotReturned(Rule):
             else:
                 elements = [] if value is None else [value]
                 whole = True
-            for name, call in marked.items():
-                holders = _may_hold(name, flows)
-                if not any(_may_be(e, name, holders, whole) for e in elements):
+            for name, (call, bindings, holders) in marked.items():
+                if not any(_may_be(semantic, e, bindings, holders, whole) for e in elements):
                     line = ctx.position(forward, call).line
                     reports.append(
                         Report(
@@ -208,7 +125,7 @@ class DirtyNotReturned(Rule):
                 return small.value
             return None
 
-        def walk(statements: Sequence[cst.BaseStatement], marked: dict[str, cst.Call]) -> None:
+        def walk(statements: Sequence[cst.BaseStatement], marked: Marked) -> None:
             marked = dict(marked)
             for statement in statements:
                 if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
@@ -222,7 +139,9 @@ class DirtyNotReturned(Rule):
                     if call is not None:
                         for arg in call.args:
                             if arg.star == "" and isinstance(arg.value, cst.Name):
-                                marked[arg.value.value] = call
+                                bindings = semantic.reaching(arg.value)
+                                if bindings:  # a name the body does not bind: where it goes is unknown
+                                    marked[arg.value.value] = (call, bindings, semantic.holders(bindings))
                     elif isinstance(small, cst.Return) and marked:
                         check(small, marked)
 
@@ -285,6 +204,24 @@ class DirtyNotReturned(Rule):
                     return gx, gy
             """
         ),
+        # A second name for the input is marked; the input is returned (the same tensor).
+        Valid(
+            """
+            import torch
+
+            class AddOne(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    out = x
+                    ctx.mark_dirty(out)
+                    out.add_(1)
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """
+        ),
         # Trap 5: split style marks names of setup_context, not of forward.
         Valid(
             """
@@ -307,6 +244,26 @@ class DirtyNotReturned(Rule):
         ),
     ]
     INVALID = [
+        # A torch call that writes the marked tensor does not make every later torch
+        # expression return it.
+        Invalid(
+            """
+            import torch
+
+            class Fill(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.mark_dirty(x)
+                    torch.mul(x, 0, out=x)
+                    return torch.ones(1)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """,
+            line=8,
+            message="Fill.forward marks `x` dirty (line 6) but this return does not return `x`",
+        ),
         Invalid(
             """
             import torch

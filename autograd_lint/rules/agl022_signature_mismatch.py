@@ -6,9 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model import traverse
 from autograd_lint.model.exprs import annotation_kind
-from autograd_lint.model.flow import ScopeVisitor, target_names
+from autograd_lint.model.semantic import How, MethodModel
 from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -30,54 +29,24 @@ _CTX_APIS = frozenset(
 _TUPLE_ATTRIBUTES = frozenset(dir(tuple))
 
 
-class _InputsUse(ScopeVisitor):
-    """How a setup_context body uses its ``inputs`` parameter (nested scopes excluded)."""
-
-    def __init__(self, name: str, root: cst.FunctionDef) -> None:
-        self.name = name
-        self.root = root
-        self.rebound = False
-        self.attributes: list[cst.Attribute] = []  # inputs.<not a tuple attribute>
-        self.unpacks: list[tuple[cst.Assign, int]] = []  # a, b = inputs
-
-    def _binds(self, target: cst.BaseExpression) -> bool:
-        return self.name in target_names(target)
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if (
-            isinstance(node.value, cst.Name)
-            and node.value.value == self.name
-            and node.attr.value not in _TUPLE_ATTRIBUTES
-        ):
-            self.attributes.append(node)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self.rebound = self.rebound or any(self._binds(t.target) for t in node.targets)
-        if isinstance(node.value, cst.Name) and node.value.value == self.name and len(node.targets) == 1:
-            target = node.targets[0].target
-            if isinstance(target, (cst.Tuple, cst.List)) and not any(
-                isinstance(e, cst.StarredElement) for e in target.elements
+def _unpacks(semantic: MethodModel, name: str) -> list[tuple[cst.Assign, int]]:
+    """The statements ``a, b = <name>`` (one target, no starred name) of the body, with
+    how many names each unpacks into (read from the bindings they make)."""
+    found: dict[int, tuple[cst.Assign, int]] = {}
+    for bindings in semantic.bindings.values():
+        for binding in bindings:
+            site = binding.site
+            if binding.how is not How.UNPACKING or not isinstance(site, cst.Assign) or len(site.targets) != 1:
+                continue
+            target = site.targets[0].target
+            if (
+                isinstance(site.value, cst.Name)
+                and site.value.value == name
+                and isinstance(target, (cst.Tuple, cst.List))
+                and not any(isinstance(e, cst.StarredElement) for e in target.elements)
             ):
-                self.unpacks.append((node, len(target.elements)))
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self.rebound = self.rebound or self._binds(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.rebound = self.rebound or self._binds(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self.rebound = self.rebound or self._binds(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        # A comprehension variable named like the parameter shadows it inside.
-        self.rebound = self.rebound or self._binds(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self.rebound = self.rebound or self._binds(node.name)  # type: ignore[arg-type]
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self.rebound = self.rebound or self._binds(node.target)
+                found.setdefault(id(site), (site, len(target.elements)))
+    return list(found.values())
 
 
 class SignatureMismatch(Rule):
@@ -198,26 +167,28 @@ class SignatureMismatch(Rule):
             )
             return
         unit = ctx.unit(setup)
-        if unit is None or setup.node is None:
+        semantic = setup.semantic
+        if unit is None or semantic is None:
             return
-        use = _InputsUse(positional[1].name, setup.node)
-        traverse.visit(setup.node, use)
-        if use.rebound:
+        name = positional[1].name
+        if semantic.is_rebound(name):
             return
-        for node in use.attributes:
+        for node in semantic.attribute_loads(name):
+            if node.attr.value in _TUPLE_ATTRIBUTES:
+                continue
             yield Report(
                 unit.position(node),
-                f"{function.name}.setup_context reads `{unit.code(node)}`, but `{use.name}` is the "
+                f"{function.name}.setup_context reads `{unit.code(node)}`, but `{name}` is the "
                 "tuple of forward's arguments, not a tensor",
             )
         n_inputs = function.n_inputs
         if n_inputs is None:
             return
-        for node, count in use.unpacks:
+        for node, count in _unpacks(semantic, name):
             if count != n_inputs:
                 yield Report(
                     unit.position(node),
-                    f"{function.name}.setup_context unpacks `{use.name}` into "
+                    f"{function.name}.setup_context unpacks `{name}` into "
                     f"{plural(count, 'name')}, but forward takes {plural(n_inputs, 'input')}",
                 )
 

@@ -30,37 +30,21 @@ def _is_expensive_name(name: str) -> bool:
     return name in EXPENSIVE or name.startswith(_CONVOLUTIONS)
 
 
-class _Expensive(cst.CSTVisitor):
-    """Finds an expensive operation in an expression and the names it reads."""
-
-    def __init__(self, imports: ImportMap) -> None:
-        self.imports = imports
-        self.operation: str | None = None
-        self.names: list[cst.Name] = []
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, cst.MatrixMultiply):
-            self.operation = self.operation or "@"
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        name = dotted_name(func)
-        qualified = self.imports.resolve(name) if name else None
-        if qualified is not None:
-            if qualified.startswith("torch.") and _is_expensive_name(qualified.rsplit(".", 1)[-1]):
-                self.operation = self.operation or qualified
-        elif isinstance(func, cst.Attribute) and func.attr.value in EXPENSIVE:
-            self.operation = self.operation or f".{func.attr.value}()"
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        traverse.visit(node.value, self)  # `x.attr`: the name is `x`, not `attr`
-        return False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.append(node)
+def _own_operation(node: cst.BaseExpression, imports: ImportMap) -> str | None:
+    """The first expensive operation written in ``node`` itself (not in a nested ``lambda``)."""
+    for part in traverse.walk(node, scopes=False):
+        if isinstance(part, cst.BinaryOperation) and isinstance(part.operator, cst.MatrixMultiply):
+            return "@"
+        if isinstance(part, cst.Call):
+            func = part.func
+            name = dotted_name(func)
+            qualified = imports.resolve(name) if name else None
+            if qualified is not None:
+                if qualified.startswith("torch.") and _is_expensive_name(qualified.rsplit(".", 1)[-1]):
+                    return qualified
+            elif isinstance(func, cst.Attribute) and func.attr.value in EXPENSIVE:
+                return f".{func.attr.value}()"
+    return None
 
 
 class NeedsInputGradUnused(Rule):
@@ -265,22 +249,20 @@ def _operation(
     imports: ImportMap,
     seen: set[int],
 ) -> str | None:
-    """The expensive operation ``node`` performs, itself or through the values that
-    reach the names it reads (``g = x @ w``, ``g += x @ w``)."""
-    visitor = _Expensive(imports)
-    traverse.visit(node, visitor)
-    if visitor.operation is not None:
-        return visitor.operation
-    for name in visitor.names:
-        for binding in semantic.reaching(name):
-            if id(binding) in seen:
-                continue
-            seen.add(id(binding))
-            values = [binding.value] if binding.value is not None else []
-            if isinstance(binding.site, cst.AugAssign):
-                values += [binding.site.value, binding.site.target]
-            for value in values:
-                operation = _operation(value, semantic, imports, seen)
-                if operation is not None:
-                    return operation
+    """The expensive operation ``node`` performs, itself or through the values of the
+    bindings it reads (``g = x @ w``, ``g += x @ w``)."""
+    operation = _own_operation(node, imports)
+    if operation is not None:
+        return operation
+    for binding in semantic.dependencies(node):
+        if id(binding) in seen:
+            continue
+        seen.add(id(binding))
+        values = [binding.value] if binding.value is not None else []
+        if isinstance(binding.site, cst.AugAssign):
+            values += [binding.site.value, binding.site.target]
+        for value in values:
+            operation = _operation(value, semantic, imports, seen)
+            if operation is not None:
+                return operation
     return None

@@ -6,38 +6,39 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model.flow import ScopeVisitor
-from autograd_lint.model import traverse
+from autograd_lint.model.semantic import How, MethodModel
 from autograd_lint.rules._common import plural
 from autograd_lint.rules._custom_ops import registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
 
-def _unpackings(node: cst.FunctionDef, name: str) -> list[tuple[cst.Assign, int]]:
-    """``a, b = name`` statements (no starred target) in ``node``'s own body, with their target counts;
-    none once ``name`` is rebound."""
-    found: list[tuple[cst.Assign, int]] = []
-    rebound = False
-
-    class _Visitor(ScopeVisitor):
-        def visit_Assign(self, assign: cst.Assign) -> None:
-            nonlocal rebound
-            for target in assign.targets:
-                element = target.target
-                if isinstance(element, cst.Name) and element.value == name:
-                    rebound = True
-                if (
-                    not rebound
-                    and isinstance(element, (cst.Tuple, cst.List))
-                    and isinstance(assign.value, cst.Name)
-                    and assign.value.value == name
-                    and not any(isinstance(e, cst.StarredElement) for e in element.elements)
-                ):
-                    found.append((assign, len(element.elements)))
-
-    if isinstance(node.body, cst.IndentedBlock):
-        for statement in node.body.body:
-            traverse.visit(statement, _Visitor())
+def _unpackings(model: MethodModel, name: str) -> list[tuple[cst.Assign, int]]:
+    """``a, b = name`` statements (no starred target) in the body, with their target counts, where
+    ``name`` certainly still holds the parameter (the semantic model's reaching bindings: a use that a
+    rebinding of ``name`` may reach is left out)."""
+    param = model.params.get(name)
+    if param is None:
+        return []
+    held = {id(use) for use in model.uses(param) if model.reaching(use) == frozenset({param})}
+    sites: dict[int, cst.Assign] = {}
+    for bindings in model.bindings.values():
+        for binding in bindings:
+            site = binding.site
+            if (
+                binding.how is How.UNPACKING
+                and isinstance(site, cst.Assign)
+                and isinstance(site.value, cst.Name)
+                and id(site.value) in held
+            ):
+                sites.setdefault(id(site), site)
+    found = []
+    for assign in sites.values():
+        for target in assign.targets:
+            element = target.target
+            if isinstance(element, (cst.Tuple, cst.List)) and not any(
+                isinstance(e, cst.StarredElement) for e in element.elements
+            ):
+                found.append((assign, len(element.elements)))
     return found
 
 
@@ -67,7 +68,11 @@ class SetupContextUnpacking(Rule):
                 continue
             expected = len(op.positional)
             unit = analysis.custom_ops.unit
-            for assign, count in _unpackings(setup.node, "inputs"):
+            model = setup.method.semantic
+            if model is None or model.node is not setup.node:
+                continue
+            found = _unpackings(model, "inputs")
+            for assign, count in sorted(found, key=lambda item: (unit.position(item[0]).line, unit.position(item[0]).column)):
                 if count != expected:
                     yield Report(
                         unit.position(assign),

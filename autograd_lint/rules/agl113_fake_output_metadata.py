@@ -9,6 +9,7 @@ import libcst as cst
 from autograd_lint.model import traverse
 from autograd_lint.model.exprs import dotted_name
 from autograd_lint.model.flow import return_statements
+from autograd_lint.model.semantic import How, MethodModel
 from autograd_lint.rules._custom_ops import calls_in, registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
@@ -44,17 +45,19 @@ class FakeOutputMetadata(Rule):
             model = fake.method.semantic if fake.method is not None else None
             if model is None:
                 continue
-            params = {p.name.value for p in node.params.params if not model.is_rebound(p.name.value)}
-            all_params = {p.name.value for p in (*node.params.params, *node.params.kwonly_params)}
+            if model.node is not node:
+                continue
+            positional = {p.name.value for p in node.params.params}
             for ret in return_statements(node):
-                if isinstance(ret.value, cst.Name) and ret.value.value in params:
+                # The semantic model: the returned name holds the parameter itself on every path there.
+                if isinstance(ret.value, cst.Name) and model.parameter_of(ret.value) in positional:
                     yield Report(
                         unit.position(ret),
                         f"fake kernel `{fake.name}` of {op.display} returns its input `{ret.value.value}`, while the "
                         "op's outputs may not alias inputs: opcheck test_faketensor fails; return "
                         f"torch.empty_like({ret.value.value})",
                     )
-            for call in _factory_calls(node, analysis.imports, all_params):
+            for call in _factory_calls(node, analysis.imports, model):
                 name = analysis.imports.resolve(dotted_name(call.func) or "") or ""
                 yield Report(
                     unit.position(call),
@@ -176,19 +179,22 @@ class FakeOutputMetadata(Rule):
     ]
 
 
-def _mentions(node: cst.CSTNode, names: set[str]) -> bool:
+def _mentions(node: cst.CSTNode, model: MethodModel) -> bool:
+    """Whether ``node`` uses a name that a parameter's binding reaches (the semantic model's
+    reaching bindings; ``x.shape`` after ``x = ...`` in every path does not count)."""
+
     class _Find(cst.CSTVisitor):
         found = False
 
         def visit_Name(self, name: cst.Name) -> None:
-            self.found |= name.value in names
+            self.found |= any(b.how is How.PARAMETER for b in model.reaching(name))
 
     finder = _Find()
     traverse.visit(node, finder)
     return finder.found
 
 
-def _factory_calls(node: cst.FunctionDef, imports, params: set[str]) -> list[cst.Call]:  # type: ignore[no-untyped-def]
+def _factory_calls(node: cst.FunctionDef, imports, model: MethodModel) -> list[cst.Call]:  # type: ignore[no-untyped-def]
     """Factory calls whose shape comes from a parameter (``torch.empty(x.shape)``) but whose dtype
     and device don't: a constant placeholder (``torch.empty(0)``) may match a kernel that
     returns one too, so it is left alone."""
@@ -201,6 +207,6 @@ def _factory_calls(node: cst.FunctionDef, imports, params: set[str]) -> list[cst
         keywords = {a.keyword.value for a in call.args if a.keyword is not None}
         if keywords & {"dtype", "device", "out"} or any(a.star == "**" for a in call.args):
             continue
-        if any(a.keyword is None and _mentions(a.value, params) for a in call.args):
+        if any(a.keyword is None and _mentions(a.value, model) for a in call.args):
             found.append(call)
     return found

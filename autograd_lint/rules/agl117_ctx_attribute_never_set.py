@@ -7,8 +7,9 @@ from typing import Iterable, Iterator
 
 import libcst as cst
 
-from autograd_lint.model import traverse
+from autograd_lint.model.spec import MethodSpec
 from autograd_lint.rules._custom_ops import registrations
+from autograd_lint.rules.agl031_ctx_attribute_never_set import _assigned_elsewhere, _set_attributes
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
 # What a ctx (a BackwardCFunction) has without being told: `dir(ctx)` in a backward, torch 2.13.
@@ -25,100 +26,34 @@ CTX_BUILTINS = frozenset(
 )
 
 
-class _CtxUses(cst.CSTVisitor):
-    """Attribute reads and writes of ``ctx`` in a function (nested scopes included), and
-    whether ``ctx`` is used any other way (passed on, ``setattr``, ``getattr``)."""
-
-    def __init__(self, ctx: str) -> None:
-        self.ctx = ctx
-        self.reads: list[tuple[str, cst.Attribute]] = []
-        self.writes: set[str] = set()
-        self.escapes = False
-        self._receivers: set[int] = set()
-        self._targets: set[int] = set()
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if isinstance(node.value, cst.Name) and node.value.value == self.ctx:
-            self._receivers.add(id(node.value))
-            if id(node) in self._targets:
-                self.writes.add(node.attr.value)
-            else:
-                self.reads.append((node.attr.value, node))
-
-    def _mark_targets(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Attribute):
-            self._targets.add(id(target))
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._mark_targets(element.value)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._mark_targets(target.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._mark_targets(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._mark_targets(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._mark_targets(node.target)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self.escapes = True
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value == self.ctx and id(node) not in self._receivers:
-            self.escapes = True
-
-
-def ctx_uses(node: cst.FunctionDef | cst.Lambda, ctx: str | None) -> _CtxUses | None:
-    if ctx is None:
-        return None
-    uses = _CtxUses(ctx)
-    body = node.body
-    if isinstance(body, cst.BaseExpression):
-        traverse.visit(body, uses)
-    else:
-        for statement in body.body if isinstance(body, cst.IndentedBlock) else (body,):
-            traverse.visit(statement, uses)
-    return uses
-
-
-def _first_param(node: cst.FunctionDef | cst.Lambda | None) -> str | None:
-    if node is None:
-        return None
-    params = [*node.params.posonly_params, *node.params.params]
-    return params[0].name.value if params else None
-
-
 def never_set(
-    readers: Iterable[cst.FunctionDef | cst.Lambda | None], writers: Iterable[cst.FunctionDef | cst.Lambda | None]
+    reader: MethodSpec | None, writers: Iterable[MethodSpec | None], text: str
 ) -> list[tuple[str, cst.Attribute, set[str]]] | None:
-    """(attribute, read node, attributes set) for each read of an attribute no writer sets;
-    None when some writer or reader can't be followed (ctx passed on, or code not at hand)."""
+    """(attribute, read node, attributes set) for each read of a ctx attribute in ``reader`` that
+    neither it nor a writer sets, as the shared semantic model sees them (AGL031's queries); None
+    when some method can't be followed: ctx passed to a call, used in a nested function,
+    rebound, its ``__dict__`` touched, or the code is not at hand.  Private names (``ctx._x``)
+    and attributes assigned on anything elsewhere in the module are left alone, as AGL031 does."""
+    if reader is None or reader.semantic is None or reader.ctx_name is None:
+        return None
     written: set[str] = set()
-    read: list[tuple[str, cst.Attribute]] = []
-    for node in (*readers, *writers):
-        if node is None:
+    for method in (*writers, reader):
+        if method is None or method.semantic is None:
             return None
-    for node in writers:
-        uses = ctx_uses(node, _first_param(node))
-        if uses is None or uses.escapes:
+        attributes = _set_attributes(method)
+        if attributes is None:
             return None
-        written |= uses.writes
-    for node in readers:
-        uses = ctx_uses(node, _first_param(node))
-        if uses is None or uses.escapes:
-            return None
-        written |= uses.writes
-        read.extend(uses.reads)
-    return [
-        (name, node, written)
-        for name, node in read
-        if name not in written and name not in CTX_BUILTINS and not name.startswith("__")
-    ]
+        written |= attributes
+    found = []
+    seen: set[str] = set()
+    for owner, name, node in reader.semantic.attribute_reads:
+        if owner != reader.ctx_name or name in written or name in seen:
+            continue
+        if name in CTX_BUILTINS or name.startswith("_") or _assigned_elsewhere(text, name):
+            continue
+        seen.add(name)
+        found.append((name, node, written))
+    return found
 
 
 def _message(where: str, name: str, written: set[str], setter: str) -> str:
@@ -129,9 +64,12 @@ def _message(where: str, name: str, written: set[str], setter: str) -> str:
 
 class CtxAttributeNeverSet(Rule):
     """Reports a read of ``ctx.<name>`` in a backward handed to ``register_autograd`` when
-    the ``setup_context`` registered with it never assigns ``ctx.<name>``.  Silent when ctx
-    is passed to other code (a helper, ``setattr``) or the setup_context can't be read.
-    The same mistake in an ``autograd.Function`` is AGL031's."""
+    the ``setup_context`` registered with it (and the backward itself) never assigns
+    ``ctx.<name>``, read through the shared semantic model with AGL031's queries.  Silent
+    when ctx is passed to other code (a helper, ``setattr``), used in a nested function or
+    rebound, when the setup_context can't be read, for private names (``ctx._x``), and for
+    a name assigned on anything elsewhere in the module.  The same mistake in an
+    ``autograd.Function`` is AGL031's."""
 
     code = "AGL117"
     title = "backward reads a ctx attribute that is never set"
@@ -146,8 +84,8 @@ class CtxAttributeNeverSet(Rule):
             backward = registration.function
             if backward is None or backward.node is None or registration.setup_context_unknown:
                 continue
-            writers = [registration.setup_context.node] if registration.setup_context else []
-            found = never_set([backward.node], writers)
+            writers = [registration.setup_context.method] if registration.setup_context else []
+            found = never_set(backward.method, writers, analysis.source.text)
             for name, node, written in found or ():
                 yield Report(
                     analysis.custom_ops.unit.position(node),

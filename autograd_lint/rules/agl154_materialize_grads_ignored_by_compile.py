@@ -94,7 +94,14 @@ class MaterializeGradsIgnoredByCompile(Rule):
         if backward is None or backward.node is None or ctx.unit(backward) is None:
             return
         gradients = {p.name for p in backward.positional[1:]}
+        model = backward.semantic
         for comparison, name in _none_tests(backward.node, gradients):
+            # Only a test the incoming gradient reaches (the semantic model's reaching bindings):
+            # after `g = g if g is not None else ...` on every path, `g` is no longer what arrived.
+            if model is not None and model.node is backward.node:
+                parameter = model.params.get(name)
+                if parameter is None or parameter not in model.reaching(comparison.left):  # type: ignore[arg-type]
+                    continue
             yield Report(
                 ctx.position(backward, comparison),
                 f"{function.name}.backward tests `{name}` against None, but torch.compile drops "

@@ -14,8 +14,9 @@ import pytest
 
 SAMPLES = Path(__file__).parent / "samples"
 GRAPH_BREAKS = Path(__file__).parent / "graph_breaks"
+CUSTOM_OPS = Path(__file__).parent / "custom_ops"
 # The sample projects are run in subprocesses, never collected here.
-collect_ignore = ["samples", "graph_breaks"]
+collect_ignore = ["samples", "graph_breaks", "custom_ops"]
 
 
 @dataclass
@@ -40,9 +41,9 @@ class Run:
         return set(self.data().arcs(str(self.root / filename)) or ())
 
 
-def marked(filename: str, tag: str) -> set[int]:
+def marked(filename: str, tag: str, project: Path = SAMPLES) -> set[int]:
     """The lines of a sample file that end in ``# mark: <tag>``."""
-    text = (SAMPLES / filename).read_text().splitlines()
+    text = (project / filename).read_text().splitlines()
     return {n for n, line in enumerate(text, 1) if re.search(rf"# mark: {re.escape(tag)}$", line)}
 
 

@@ -53,6 +53,9 @@ def ctx_attribute_kind(model: MethodModel, attribute: str) -> Kind:
         ("Union[int, torch.Tensor]", Kind.UNKNOWN),
         ("int | torch.Tensor", Kind.UNKNOWN),
         ("torch.LongTensor", Kind.INDEX_TENSOR),
+        ("torch.LongTensor | None", Kind.OPTIONAL_INDEX_TENSOR),
+        ("Optional[torch.BoolTensor]", Kind.OPTIONAL_INDEX_TENSOR),
+        ("Union[torch.IntTensor, torch.Tensor, None]", Kind.OPTIONAL_TENSOR),
         ("int", Kind.NON_TENSOR),
         ("Optional[int]", Kind.NON_TENSOR),
         ("List[torch.Tensor]", Kind.NON_TENSOR),
@@ -251,6 +254,35 @@ def test_literal_defaults_and_integer_tensors() -> None:
     assert ctx_attribute_kind(model, "y") is Kind.TENSOR
 
 
+def test_integer_kinds_propagate_through_dtype_keeping_calls() -> None:
+    model, _ = model_of(
+        """
+        import torch
+        def forward(ctx, x: torch.Tensor, ids: torch.LongTensor, offsets: Optional[torch.IntTensor] = None):
+            valid = ids != -100
+            ctx.a = ids.masked_fill(~valid, 0)
+            ctx.b = valid.clone().contiguous()
+            ctx.c = ids.to(x.device, non_blocking=True)
+            ctx.d = torch.zeros_like(ids)
+            ctx.e = x.new_zeros(4, dtype=torch.int32)
+            ctx.f = ids.new_zeros(4)
+            ctx.g = offsets
+            if offsets is not None:
+                ctx.h = offsets.flip(0)
+            ctx.float1 = ids.to(x)  # .to(tensor) takes its dtype
+            ctx.float2 = ids.to(torch.float32)
+            ctx.float3 = torch.zeros_like(ids, dtype=torch.float32)
+            ctx.float4 = ids.clone(memory_format=torch.contiguous_format) * x
+            return x
+        """
+    )
+    for attribute in "abcdefh":
+        assert ctx_attribute_kind(model, attribute) is Kind.INDEX_TENSOR, attribute
+    assert ctx_attribute_kind(model, "g") is Kind.OPTIONAL_INDEX_TENSOR
+    for attribute in ("float1", "float2", "float3", "float4"):
+        assert ctx_attribute_kind(model, attribute) is Kind.TENSOR, attribute
+
+
 def test_classmethod_skips_cls() -> None:
     model, _ = model_of("def forward(cls, ctx, x):\n    return x.clone()\n", skip=1)
     assert model.param_kind("cls") is Kind.NON_TENSOR
@@ -334,3 +366,19 @@ def test_a_write_after_rebinding_is_not_a_write_to_the_parameter() -> None:
     assert not model.writes_to(model.params["x"])
     (write,) = model.inplace_writes
     assert {b.how for b in write.origins} == {How.ASSIGNMENT}
+
+
+def test_narrowing_an_optional_integer_tensor_keeps_its_integer_kind() -> None:
+    model, _ = model_of(
+        """
+        import torch
+        def forward(ctx, x: torch.Tensor, offsets: torch.LongTensor | None = None):
+            if offsets is not None:
+                ctx.a = offsets
+            if isinstance(offsets, torch.Tensor):
+                ctx.b = offsets
+            return x
+        """
+    )
+    assert ctx_attribute_kind(model, "a") is Kind.INDEX_TENSOR
+    assert ctx_attribute_kind(model, "b") is Kind.INDEX_TENSOR

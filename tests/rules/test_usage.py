@@ -173,3 +173,17 @@ def test_passes_ctx_only_for_a_ctx_parameter() -> None:
         """
     )
     assert [u.passes_ctx for u in found] == [True, False, False]
+
+
+def test_duplicate_name_gate_is_a_scan_of_top_level_arguments() -> None:
+    """The text gate that makes AGL155 see a whole module: one bare name twice among a call's arguments."""
+    from autograd_lint.model.analysis import _duplicate_name_argument
+
+    assert _duplicate_name_argument("x, x)", 0)
+    assert _duplicate_name_argument(" x ,\n  y, x\n)", 0)
+    assert _duplicate_name_argument('x, "x", x)', 0)
+    assert not _duplicate_name_argument("x, y)", 0)
+    assert not _duplicate_name_argument("f(x, x), y)", 0)  # inside a nested call
+    assert not _duplicate_name_argument("a[x, x], b)", 0)
+    assert not _duplicate_name_argument("x, x.clone())", 0)
+    assert not _duplicate_name_argument("x, None, None, False, False)", 0)  # keywords

@@ -1,0 +1,211 @@
+"""The semantic model's queries that rules ask instead of walking a body themselves:
+attribute loads, the tree around a node, what an expression reads, and what may hold a value."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from autograd_lint.model import semantic
+from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.semantic import How, MethodModel
+
+
+def model_of(source: str) -> MethodModel:
+    """The model of the first ``def`` in ``source`` (after its imports)."""
+    text = textwrap.dedent(source).lstrip("\n")
+    module = cst.parse_module(text)
+    function = next(s for s in module.body if isinstance(s, cst.FunctionDef))
+    return semantic.build(function, ImportMap.from_text(text, None))
+
+
+def code(node: cst.CSTNode) -> str:
+    return cst.Module(body=()).code_for_node(node)
+
+
+# -- attribute loads ---------------------------------------------------------------
+def test_attribute_loads_leave_out_stores_dels_and_nested_scopes() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad):
+            ctx.saved_tensors = ()
+            del ctx.saved_tensors
+            a = ctx.saved_tensors[0]
+            ctx.saved_tensors[1] = grad
+            f = lambda: ctx.saved_tensors
+            def helper():
+                return ctx.saved_tensors
+            return ctx.other, ctx.saved_variables
+        """
+    )
+    loads = model.attribute_loads("ctx", {"saved_tensors", "saved_variables"})
+    assert [code(n) for n in loads] == ["ctx.saved_tensors", "ctx.saved_tensors", "ctx.saved_variables"]
+    assert [n.attr.value for n in model.attribute_loads("ctx")] == [
+        "saved_tensors", "saved_tensors", "other", "saved_variables"
+    ]
+    assert model.attribute_loads("grad") == []
+
+
+def test_per_item_loads_are_the_comprehension_parts_that_run_per_item() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad):
+            once = [t for t in ctx.a]
+            element = [ctx.b[i] for i in range(2)]
+            condition = [i for i in range(2) if ctx.c]
+            inner = [j for i in range(2) for j in ctx.d]
+            nested = [[u for u in ctx.e] for i in range(2)]
+            outer_of_outer = [i for i in [j for j in ctx.f]]
+            return ctx.g
+        """
+    )
+    per_item = {n.attr.value for n in model.attribute_loads("ctx") if model.per_item(n)}
+    assert per_item == {"b", "c", "d", "e"}
+
+
+def test_loads_follow_the_text_through_try_except_else() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad):
+            try:
+                a = ctx.first
+            except ValueError:
+                b = ctx.handler
+            else:
+                c = ctx.orelse
+            finally:
+                d = ctx.last
+            return a
+        """
+    )
+    assert [n.attr.value for n in model.attribute_loads("ctx")] == ["first", "handler", "orelse", "last"]
+    # Bindings are recorded in the same order.
+    assert list(model.bindings)[-4:] == ["a", "b", "c", "d"]
+
+
+# -- the tree ------------------------------------------------------------------------
+def test_parent_and_ancestors() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad):
+            if ctx.needs_input_grad[0]:
+                out = grad * 2
+            else:
+                out = None
+            return out
+        """
+    )
+    first, second = model.bindings_of("out")
+    assert isinstance(first.site, cst.Assign)
+    use = first.site.value.left  # type: ignore[union-attr]
+    assert isinstance(model.parent(use), cst.BinaryOperation)
+    pairs = list(model.ancestors(first.site))
+    ifs = [(a, c) for a, c in pairs if isinstance(a, cst.If)]
+    assert len(ifs) == 1 and ifs[0][1] is ifs[0][0].body
+    ifs = [(a, c) for a, c in model.ancestors(second.site) if isinstance(a, cst.If)]
+    assert len(ifs) == 1 and ifs[0][1] is ifs[0][0].orelse
+    assert pairs[-1][0] is model.node
+    assert model.parent(model.node) is None
+    assert model.parent(cst.Name("elsewhere")) is None
+
+
+# -- dependencies --------------------------------------------------------------------
+def test_dependencies_are_the_bindings_an_expression_reads_in_order() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad, w):
+            x = grad * 2
+            if grad.sum() > 0:
+                x = grad
+            y = torch.mm(x, w.t()) + (lambda: z)() + w.shape[0]
+            return y
+        """
+    )
+    (y,) = model.bindings_of("y")
+    assert y.value is not None
+    read = model.dependencies(y.value)
+    assert [(b.name, b.how) for b in read] == [
+        ("x", How.ASSIGNMENT), ("x", How.ASSIGNMENT), ("w", How.PARAMETER)
+    ]
+    assert model.dependencies(cst.Name("grad")) == ()  # not a node of the body
+
+
+# -- holders -------------------------------------------------------------------------
+def holders_of(source: str, name: str) -> list[str]:
+    model = model_of(source)
+    found = model.holders([model.params[name]])
+    return sorted({b.name for b in found})
+
+
+def test_holders_follow_aliases_values_and_containers() -> None:
+    assert holders_of(
+        """
+        def forward(ctx, x, y):
+            out = x.mul_(2)
+            items = []
+            items.append(out)
+            for t in items:
+                pass
+            with torch.no_grad() as g:
+                pass
+            pair = (x, y)
+            first, second = pair
+            n = (m := first)
+            s = 1
+            s += x
+            ctx.kept = x
+            box = {}
+            box["x"] = x
+            return out
+        """,
+        "x",
+    ) == ["box", "ctx", "first", "items", "m", "n", "out", "pair", "s", "second", "t", "x"]
+
+
+def test_holders_start_from_the_origins_of_an_alias() -> None:
+    model = model_of(
+        """
+        def forward(ctx, x):
+            out = x
+            ctx.mark_dirty(out)
+            return x, x * 2
+        """
+    )
+    (out,) = model.bindings_of("out")
+    found = model.holders([out])
+    assert model.params["x"] in found
+
+
+def test_holders_leave_out_unrelated_and_nested_uses() -> None:
+    assert holders_of(
+        """
+        def forward(ctx, x, y):
+            a = y + 1
+            f = lambda: x
+            torch.zeros_like(y, out=y)
+            return a
+        """,
+        "x",
+    ) == ["x"]
+
+
+# -- narrowings ----------------------------------------------------------------------
+def test_unnarrowed_follows_narrowings_once_even_in_a_loop() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad_x, n):
+            for _ in range(n):
+                if grad_x is not None:
+                    if grad_x is not None:
+                        grad_x = grad_x * 2
+            return grad_x
+        """
+    )
+    returned = model.returns[0].value
+    assert isinstance(returned, cst.Name)
+    reaching = model.reaching(returned)
+    assert any(b.how is How.NARROWING for b in model.bindings_of("grad_x"))
+    assert [(b.name, b.how) for b in sorted(model.unnarrowed(reaching), key=lambda b: b.how.value)] == [
+        ("grad_x", How.ASSIGNMENT), ("grad_x", How.PARAMETER)
+    ]
