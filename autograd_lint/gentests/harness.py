@@ -397,7 +397,8 @@ def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
             f"If the Function is meant for other shapes, {RECORD_HINT}",
             pytrace=False,
         )
-    return _build(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed, case.pickled, case.with_function)
+    return _build(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed,
+                  case.pickled, case.with_function)
 
 
 def _nondeterminism(call: Callable[..., tuple[torch.Tensor, ...]], inputs: tuple[torch.Tensor, ...]) -> float:
@@ -607,9 +608,7 @@ def check_vmap(function: Any, case: Case, surrogate: bool = False) -> None:
         return
     call, inputs = _differentiable_call(function, first)
     # Batched forward-mode gradients too, where the Function has a jvp.
-    forward_ad = getattr(function, "jvp", None) is not None and \
-        getattr(function.jvp, "__func__", function.jvp) is not getattr(torch.autograd.Function.jvp, "__func__",
-                                                                           torch.autograd.Function.jvp)
+    forward_ad = getattr(function, "jvp", None) is not torch.autograd.Function.jvp
     torch.autograd.gradcheck(call, inputs, check_batched_grad=True, check_undefined_grad=False,
                              check_forward_ad=forward_ad, check_batched_forward_grad=forward_ad,
                              nondet_tol=_nondeterminism(call, inputs), fast_mode=_fast_mode(inputs))

@@ -319,7 +319,8 @@ class _RecordingSession:
                         return None
                     call.example = structure
                 else:
-                    call.example = [self.encoder.encode(arg, with_values=True) for arg in positional]  # type: ignore[misc]
+                    call.example = [  # type: ignore[misc]
+                        self.encoder.encode(arg, with_values=True) for arg in positional]
             return call
         except Exception:  # noqa: BLE001 - see docstring
             self.unrecorded_calls += 1
