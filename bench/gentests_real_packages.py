@@ -3,11 +3,15 @@
 Usage::
 
     python3 -m venv --system-site-packages /work/venvs/gentests-real
-    echo torch==2.13.0 > constraints.txt
-    /work/venvs/gentests-real/bin/pip install -c constraints.txt \\
+    /work/venvs/gentests-real/bin/pip install --no-deps \\
         entmax==1.3 pytorch-revgrad==0.2.0 torchdiffeq==0.2.5 torchsde==0.2.6 qpth==0.0.18 \\
-        e3nn==0.6.0 linear-operator==0.6.1 sparsemax==0.1.9
-    python bench/gentests_real_packages.py --venv /work/venvs/gentests-real --work /tmp/gentests-real
+        e3nn==0.6.0 linear-operator==0.6.1 sparsemax==0.1.9 \\
+        trampoline boltons cvxpy qdldl clarabel numdifftools opt_einsum_fx opt_einsum
+    python bench/gentests_real_packages.py --venv /work/venvs/gentests-real --work /tmp/gentests-real --agl009
+
+(``--no-deps`` keeps pip away from torch; the second line is what the packages
+and their tests import beyond the system site: cvxpy with a solver for qpth's
+tests, numdifftools for them too, opt_einsum_fx for e3nn.)
 
 For each package: ``autograd-lint gen-tests`` on the installed package
 (``--isolated``, plus the package's entry in :data:`CONFIG`), the generated suite
@@ -22,6 +26,7 @@ Markdown table row per package and one line per failing test.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -42,6 +47,7 @@ class Package:
     repository: str | None  # owner+name of the /work/.mirror directory
     commit: str | None
     tests: tuple[str, ...]  # test paths: in the repository, or (no repository) in site-packages
+    pytest_args: tuple[str, ...] = ()  # e.g. ("-k", "...") to run only the tests that call the Functions
 
 
 PACKAGES = (
@@ -52,7 +58,7 @@ PACKAGES = (
     Package("torchdiffeq", "rtqichen+torchdiffeq", "657943acefa826ef04c025ebeb1ff5e9d60dc268",
             ("tests/gradient_tests.py",)),
     Package("torchsde", "google-research+torchsde", "eb3a00e31cbd56176270066ed2f62c394cf6acb7",
-            ("tests/test_adjoint.py",)),
+            ("tests/test_adjoint.py",), ("-k", "test_basic")),
     Package("qpth", "locuslab+qpth", "528e9f629c7d0cfeef766bbcf4902e2fe264c61c", ("test.py",)),
     Package("e3nn", "e3nn+e3nn", "2aa7f58440a06b15352a2cbce01fa4c26f824969", ("tests/math/soft_unit_step_test.py",)),
     Package("linear_operator", "cornellius-gp+linear_operator", "386cff780e1fc17317d3c1ce19604b5637736ca5",
@@ -73,7 +79,7 @@ DECLARED = {
                    '"torchdiffeq._impl.misc._StitchGradient" = "lambda x1, out: x1", '
                    '"torchdiffeq._impl.rk_common._UncheckedAssign" = ""}\n',
 }
-TEST_TIMEOUT = 900
+TEST_TIMEOUT = 1800
 
 
 def site_packages(venv: Path) -> Path:
@@ -95,7 +101,11 @@ def gen_tests(source: Path, package: Package, out: Path, inputs: Path, config: P
 
 
 def run_suite(python: Path, suite: Path, report: Path) -> tuple[dict[str, Counter[str]], list[str], float]:
-    """Per-Function outcome counts, the failing node ids with their first message line, wall time."""
+    """Per-Function outcome counts, the failing node ids with their first message line, wall time.
+
+    An expected failure (xfail: gradcheck of a Function whose backward plainly is not
+    the derivative) is "skipped" in JUnit XML: it counts as not run.
+    """
     start = time.perf_counter()
     subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite),
                     f"--junitxml={report}"], capture_output=True, text=True, env=environment(), timeout=TEST_TIMEOUT)
@@ -148,13 +158,63 @@ def record(python: Path, package: Package, sources: Path, work: Path, recording:
         # The plugin is found through its entry point: PYTHONPATH holds the worktree and its egg-info.
         result = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                  f"--autograd-record-file={recording}",
-                                 *package.tests], cwd=cwd, capture_output=True, text=True, env=environment(),
+                                 *package.pytest_args, *package.tests], cwd=cwd, capture_output=True, text=True, env=environment(),
                                 timeout=TEST_TIMEOUT)
     except subprocess.TimeoutExpired:
         return f"timed out after {TEST_TIMEOUT} s"
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     recorded = next((line for line in lines if line.startswith("autograd-lint:")), "nothing recorded")
     return f"{lines[-1].strip('= ') if lines else result.stderr[-200:]}; {recorded}"
+
+
+def agl009_cross_check(sources: Path, package: Package, outcomes: dict[str, dict[str, Counter[str]]]) -> list[str]:
+    """Where the generated gradgradcheck and the static rule AGL009 disagree about a Function.
+
+    ``outcomes`` maps the Function's test-class name to its per-test outcome counts.
+    AGL009 names the class that defines backward (a base class for inherited ones).
+    """
+    sys.path.insert(0, str(WORKTREE))
+    from autograd_lint.config import project_settings
+    from autograd_lint.model.discovery import run as discover
+
+    root = sources / package.name
+    result = subprocess.run([sys.executable, "-m", "autograd_lint", "check", str(root), "--select", "AGL009",
+                             "--isolated", "--output-format", "json", "--exit-zero", "-j", "1"],
+                            capture_output=True, text=True, env=environment())
+    flagged = {d["message"].split(".backward", 1)[0].split(".vjp", 1)[0]
+               for d in json.loads(result.stdout or "{}").get("diagnostics", [])}
+    settings = project_settings([str(root)], None, True)
+    lines = []
+    for spec in discover([str(root)], settings, lambda analysis, settings: None).functions:
+        backward = spec.backward_method
+        if backward is None:
+            continue
+        name = spec.qualname.replace(".<locals>.", "_").replace(".", "_")
+        tests = outcomes.get(name, Counter())
+        gradgrad = tests.get("gradgradcheck", Counter())
+        static = backward.defined_in.rsplit(".", 1)[-1] in flagged
+        failed = bool(gradgrad["failure"] or gradgrad["error"])
+        passed = bool(gradgrad["passed"]) and not failed
+        if failed and not static:
+            lines.append(f"  {spec.qualname}: gradgradcheck fails, AGL009 silent")
+        elif static and passed:
+            lines.append(f"  {spec.qualname}: AGL009 reports it, gradgradcheck passes")
+        elif failed and static:
+            lines.append(f"  {spec.qualname}: both (gradgradcheck fails, AGL009 reports it)")
+        elif static and backward.is_once_differentiable is False and not gradgrad:
+            lines.append(f"  {spec.qualname}: AGL009 reports it, gradgradcheck did not run")
+    return lines
+
+
+def test_outcomes(report: Path) -> dict[str, dict[str, Counter[str]]]:
+    """Test class -> check name (test_ and the case id removed) -> outcome counts."""
+    found: dict[str, dict[str, Counter[str]]] = {}
+    for case in ElementTree.parse(report).iter("testcase"):
+        function = case.get("classname", "").rsplit(".", 1)[-1].removeprefix("Test")
+        check = (case.get("name") or "").split("[", 1)[0].removeprefix("test_")
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        found.setdefault(function, {}).setdefault(check, Counter())[kinds[0] if kinds else "passed"] += 1
+    return found
 
 
 def main() -> int:
@@ -166,6 +226,10 @@ def main() -> int:
                         help="add the surrogate-gradient declarations of DECLARED to the configuration")
     parser.add_argument("--modes", nargs="+", choices=("without", "with"), default=["without", "with"],
                         help="run without and/or with a recording (default both)")
+    parser.add_argument("--agl009", action="store_true",
+                        help="cross-check failing gradgradchecks with the static rule AGL009")
+    parser.add_argument("--reuse-recording", action="store_true",
+                        help="with recording: use the recording of an earlier run in --work when there is one")
     args = parser.parse_args()
     python = args.venv / "bin" / "python"
     sources = site_packages(args.venv)
@@ -188,6 +252,8 @@ def main() -> int:
             recording = args.work / f"{package.name}-inputs.json"
             if mode == "without":
                 recording.unlink(missing_ok=True)
+            elif args.reuse_recording and recording.exists():
+                details.append(f"{package.name} own tests: not run again, recording {recording} reused")
             else:
                 details.append(f"{package.name} own tests: {record(python, package, sources, args.work, recording)}")
             suite = args.work / f"{package.name}-{mode}"
@@ -198,6 +264,11 @@ def main() -> int:
             cells.append(f"{counts['ran']} / {counts['passed']} / {counts['failed']} / {counts['skipped']}")
             times.append(f"{elapsed:.1f} s")
             details.extend(f"  {mode}: FAILED {failure}" for failure in failures)
+            if args.agl009:
+                details.append(f"{package.name} {mode} recording, gradgradcheck vs AGL009:")
+                details.extend(agl009_cross_check(sources, package,
+                                                  test_outcomes(args.work / f"{package.name}-{mode}.xml")) or
+                               ["  no Function with a gradgradcheck or AGL009 finding"])
         print(f"| {package.name} | {counts['functions']} | {' | '.join(cells)} | {' / '.join(times)} |")
     print()
     print("\n".join(details))

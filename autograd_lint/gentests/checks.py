@@ -69,7 +69,9 @@ def checks_for(
     if backward is None:
         return ()
     if surrogate is not None:
-        checks = [Check.SURROGATE_GRADIENTS]
+        # An undeclared one keeps gradcheck, as an expected failure (see .render).
+        checks = [Check.GRADCHECK] if surrogate.inferred is not None else []
+        checks.append(Check.SURROGATE_GRADIENTS)
         if surrogate.reference is not None:
             checks.append(Check.SURROGATE_REFERENCE)
         if backward.is_once_differentiable:

@@ -22,6 +22,7 @@ from autograd_lint.gentests.checks import checks_for
 from autograd_lint.gentests.custom_ops import op_targets, output_name as op_output_name, plan_op, render_op_module
 from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
+from autograd_lint.gentests.not_derivative import not_the_derivative
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
 from autograd_lint.gentests.surrogate import DeclarationError, Surrogate, declared_surrogate
 from autograd_lint.gentests.writer import FileState, compose, file_state, write_python_atomic
@@ -74,17 +75,20 @@ def output_name(module: str) -> str:
     return "test_gradcheck_" + module.replace(".", "_") + ".py"
 
 
-def group_by_module(specs: list[FunctionSpec]) -> tuple[list[ModuleTarget], list[FunctionSpec]]:
+def group_by_module(specs: list[FunctionSpec], recorded: recording.Recording | None = None,
+                    ) -> tuple[list[ModuleTarget], list[FunctionSpec]]:
     """Importable Functions with a backward grouped by module, and the ones left out.
 
-    A class defined inside a function can't be imported by a test, so it is left out.
+    A class defined inside a function can't be imported by a test, so it is left
+    out, unless every recorded case of it pickled the class with its arguments.
     """
     targets: dict[str, ModuleTarget] = {}
     left_out: list[FunctionSpec] = []
     for spec in specs:
         if spec.backward_method is None:
             continue
-        if "<locals>" in spec.qualname:
+        cases = recorded.cases_for(spec) if recorded is not None and "<locals>" in spec.qualname else []
+        if "<locals>" in spec.qualname and not (cases and all(case.with_function for case in cases)):
             left_out.append(spec)
             continue
         module = spec.module or os.path.splitext(os.path.basename(spec.path))[0]
@@ -150,10 +154,11 @@ def run(args: argparse.Namespace) -> int:
         report(str(error))
         recorded = recording.Recording({})
 
-    targets, left_out = group_by_module(specs)
+    targets, left_out = group_by_module(specs, recorded)
     for spec in left_out:
         print(f"{spec.path}:{spec.position.line}: {spec.qualname} is defined inside a function; "
-              "a test cannot import it, none generated")
+              "a test cannot import it, none generated (record a call with `pytest --autograd-record`: "
+              "the class is pickled with it)")
     out_dir = os.path.realpath(args.out)
     origins: Counter[Origin] = Counter()
     op_origins: Counter[Origin] = Counter()
@@ -190,14 +195,22 @@ def run(args: argparse.Namespace) -> int:
                 except DeclarationError as error:
                     report(str(error))
                     surrogate = None
+                if surrogate is None and (reason := not_the_derivative(spec, lines)) is not None:
+                    surrogate = Surrogate(None, inferred=reason)
+                    hints.append(f"{spec.path}:{spec.position.line}: {spec.qualname}: backward plainly is not the "
+                                 f"derivative of forward: {reason}; generated as a surrogate gradient with "
+                                 "test_gradcheck expected to fail (declare it, or fix backward)")
                 plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity))
             return plans, render_module(target.module, plans, root_from_test)
 
+        hints: list[str] = []
         try:
             plans, body = run_guarded(target.path, "planning the tests", plan_module)
         except SourceError as error:
             report(str(error))
             continue
+        for hint in hints:
+            print(hint)
         origins.update(plan.inputs.origin for plan in plans)
         display = os.path.relpath(target.path).replace(os.sep, "/")
         text = compose(header_comment(display, target.module), body)

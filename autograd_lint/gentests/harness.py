@@ -66,9 +66,59 @@ SCALAR_CANDIDATES = (2, 0.5, 1)
 
 @dataclass(frozen=True)
 class Case:
-    """One input case: the positional arguments of ``apply``, tensors as :class:`TensorArg`."""
+    """One input case: the positional arguments of ``apply``, tensors as :class:`TensorArg`.
+
+    A recorded call with objects among its arguments has ``pickled`` instead (see :func:`recorded`).
+    """
 
     args: tuple[Any, ...]
+    pickled: str | None = None
+    with_function: bool = False
+
+
+def recorded(*chunks: str, function: bool = False) -> Case:
+    """A recorded call whose arguments were pickled whole (objects, callables, sparse tensors).
+
+    Every call of the case unpickles them afresh: floating tensors in float64,
+    each tensor once even where objects share it, so that gradcheck's perturbation
+    of an argument reaches the objects holding it.  The top-level floating tensors
+    require grad as recorded (all of them if none did); sparse ones never do.
+    With ``function``, the pickle starts with the Function class: one defined inside
+    a function, which :func:`recorded_function` gives the test.
+    """
+    return Case((), "".join(chunks), function)
+
+
+_recorded_functions: dict[str, Any] = {}
+
+
+def recorded_function(case: Case) -> Any:
+    """The Function class pickled with a recorded case (a class defined inside a function)."""
+    from autograd_lint.gentests import pickled
+
+    if not case.with_function or case.pickled is None:
+        raise ValueError("the case was not recorded with its Function class")
+    if case.pickled not in _recorded_functions:
+        _recorded_functions[case.pickled] = pickled.loads(case.pickled)[0]
+    return _recorded_functions[case.pickled]
+
+
+def _recorded_args(case: Case) -> tuple[Any, ...]:
+    from autograd_lint.gentests import pickled
+
+    args = pickled.loads(case.pickled or "")[1 if case.with_function else 0:]
+    # A floating dtype argument follows its tensors to float64 (pickles of older recordings keep torch's own).
+    args = tuple((torch.complex128 if a.is_complex else torch.float64)
+                 if isinstance(a, torch.dtype) and (a.is_floating_point or a.is_complex) else a for a in args)
+    top = [a for a in args if isinstance(a, torch.Tensor) and _is_differentiable_dtype(a.dtype)]
+    strided = [a for a in top if a.layout == torch.strided]
+    for tensor_arg in top:
+        if tensor_arg.layout != torch.strided:
+            tensor_arg.requires_grad_(False)
+    if strided and not any(a.requires_grad for a in strided):
+        for tensor_arg in strided:
+            tensor_arg.requires_grad_(True)
+    return args
 
 
 def tensor(
@@ -207,7 +257,9 @@ def _make_tensor(arg: TensorArg, shape: tuple[int, ...], domain: Domain,
 
 
 def _build(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]], scalars: Iterator[float],
-           domain: Domain, seed: int) -> tuple[Any, ...]:
+           domain: Domain, seed: int, pickled: str | None = None, with_function: bool = False) -> tuple[Any, ...]:
+    if pickled is not None:
+        return _recorded_args(Case((), pickled, with_function))
     generator = torch.Generator().manual_seed(seed)
     built = []
     for arg in case_args:
@@ -312,7 +364,7 @@ def _search(function: Any, case: Case) -> Resolution | None:
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
     for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
-        args = _build(case.args, iter(plan), iter(scalars), domain, SEED)
+        args = _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
         if not _forward_accepts(function, args):
             continue
         error = _backward_error(function, args)
@@ -345,7 +397,32 @@ def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
             f"If the Function is meant for other shapes, {RECORD_HINT}",
             pytrace=False,
         )
-    return _build(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed)
+    return _build(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed,
+                  case.pickled, case.with_function)
+
+
+def _nondeterminism(call: Callable[..., tuple[torch.Tensor, ...]], inputs: tuple[torch.Tensor, ...]) -> float:
+    """gradcheck's ``nondet_tol``: 0 when two identical backward passes agree bit for bit.
+
+    Atomics (scatter-add, index_add on some devices) make backward vary between
+    runs; gradcheck then fails on "Backward is not reentrant" though the formula is
+    right.  The tolerance is ten times the largest difference seen.
+    """
+    try:
+        outputs = [out for out in call(*inputs) if out.requires_grad]
+        if not outputs:
+            return 0.0
+        grad_outputs = [torch.ones_like(out) for out in outputs]
+        runs = [torch.autograd.grad(outputs, inputs, grad_outputs, retain_graph=True, allow_unused=True)
+                for _ in range(2)]
+    except Exception:  # noqa: BLE001 - gradcheck itself reports what goes wrong
+        return 0.0
+    worst = 0.0
+    for first, second in zip(*runs):
+        if first is not None and second is not None and first.shape == second.shape and first.layout == torch.strided:
+            difference = (first - second).abs().nan_to_num(0.0)
+            worst = max(worst, float(difference.max()) if difference.numel() else 0.0)
+    return 10 * worst
 
 
 def _fast_mode(tensors: Sequence[torch.Tensor]) -> bool:
@@ -355,15 +432,39 @@ def _fast_mode(tensors: Sequence[torch.Tensor]) -> bool:
 DifferentiableCall = Callable[..., tuple[torch.Tensor, ...]]
 
 
+def _is_symmetric(value: torch.Tensor) -> bool:
+    """A real matrix (or batch of them) equal to its transpose, larger than 1x1."""
+    return (value.layout == torch.strided and value.dtype.is_floating_point and value.dim() >= 2
+            and value.shape[-1] == value.shape[-2] > 1 and bool(torch.equal(value, value.mT)))
+
+
+def _symmetric_positions(args: tuple[Any, ...], positions: list[int]) -> list[int]:
+    """The inputs that arrive symmetric: their domain is symmetric matrices, checked on symmetric perturbations."""
+    return [i for i in positions if _is_symmetric(args[i])]
+
+
 def _differentiable_call(function: Any, args: tuple[Any, ...]) -> tuple[DifferentiableCall, tuple[torch.Tensor, ...]]:
-    """``apply`` as a function of the inputs that require grad, returning differentiable outputs."""
+    """``apply`` as a function of the inputs that require grad, returning differentiable outputs.
+
+    A symmetric matrix input (a covariance, a kernel matrix, recorded or with recorded
+    ``symmetric`` statistics) is passed as ``(x + x.mT) / 2``: finite differences
+    then perturb it symmetrically, as its domain requires (an eigendecomposition's
+    backward is only defined for symmetric inputs), and the checked gradient is
+    backward's projected onto symmetric matrices.  Every call seeds torch's CPU
+    random generator alike (inside a forked RNG state).
+    """
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+    symmetric = set(_symmetric_positions(args, positions))
 
     def call(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         full = list(args)
         for position, value in zip(positions, inputs):
-            full[position] = value
-        return _differentiable_outputs(function.apply(*full))
+            full[position] = (value + value.mT) / 2 if position in symmetric else value
+        # The same random numbers at every call: a forward that draws some (a random
+        # start vector, a dropout mask) is then a function finite differences can check.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(SEED)
+            return _differentiable_outputs(function.apply(*full))
 
     inputs = tuple(args[i] for i in positions)
     if not inputs:
@@ -386,7 +487,11 @@ def _describe_inputs(args: tuple[Any, ...]) -> str:
     parts = []
     for index, arg in enumerate(args):
         if isinstance(arg, torch.Tensor):
-            layout = "" if arg.is_contiguous() else ", non-contiguous"
+            layout = "" if arg.layout != torch.strided or arg.is_contiguous() else ", non-contiguous"
+            if arg.layout != torch.strided:
+                layout += f", {str(arg.layout).removeprefix('torch.')}"
+            elif arg.requires_grad and _is_symmetric(arg):
+                layout += ", symmetric (perturbed symmetrically)"
             grad = ", requires_grad" if arg.requires_grad else ""
             parts.append(f"#{index}: tensor {tuple(arg.shape)} {str(arg.dtype).removeprefix('torch.')}{layout}{grad}")
         else:
@@ -409,6 +514,7 @@ def _run_gradcheck(what: str, function: Any, case: Case, run: Callable[..., bool
     """
     args = make_args(function, case)
     call, inputs = _differentiable_call(function, args)
+    options.setdefault("nondet_tol", _nondeterminism(call, inputs))
     # Double backward also differentiates with respect to the output gradients.
     options["fast_mode"] = _fast_mode(inputs + call(*inputs) if double_backward else inputs)
     try:
@@ -421,10 +527,12 @@ def _run_gradcheck(what: str, function: Any, case: Case, run: Callable[..., bool
         looser = f"with atol and rtol {_LOOSER} times looser it passes: the difference is small, check the conditioning"
     except _GradcheckError:
         looser = f"with atol and rtol {_LOOSER} times looser it still fails: the formula is wrong, not the precision"
+    nondeterministic = (f"backward is nondeterministic: nondet_tol={options['nondet_tol']:.3g} was used\n"
+                        if options.get("nondet_tol") else "")
     pytest.fail(
         f"{function.__qualname__}: {what}\n"
         f"inputs (float64): {_describe_inputs(args)}; {_where()}\n"
-        f"{looser}\n"
+        f"{looser}\n{nondeterministic}"
         f"gradcheck said: {detail}",
         pytrace=False,
     )
@@ -499,8 +607,11 @@ def check_vmap(function: Any, case: Case, surrogate: bool = False) -> None:
     if surrogate:
         return
     call, inputs = _differentiable_call(function, first)
+    # Batched forward-mode gradients too, where the Function has a jvp.
+    forward_ad = getattr(function, "jvp", None) is not torch.autograd.Function.jvp
     torch.autograd.gradcheck(call, inputs, check_batched_grad=True, check_undefined_grad=False,
-                             fast_mode=_fast_mode(inputs))
+                             check_forward_ad=forward_ad, check_batched_forward_grad=forward_ad,
+                             nondet_tol=_nondeterminism(call, inputs), fast_mode=_fast_mode(inputs))
 
 
 def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:

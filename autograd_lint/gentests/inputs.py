@@ -64,7 +64,17 @@ class ScalarInput:
     """A non-tensor argument of unknown type: the generated test searches for a number."""
 
 
-Input = TensorInput | ValueInput | ScalarInput
+@dataclass(frozen=True)
+class ObjectInput:
+    """A recorded argument that is neither a tensor nor a literal, by its type's qualified name.
+
+    Only a recorded case has one, and the case carries the pickle of its arguments.
+    """
+
+    type_name: str
+
+
+Input = TensorInput | ValueInput | ScalarInput | ObjectInput
 
 
 @dataclass(frozen=True)
@@ -72,10 +82,14 @@ class InputCase:
     """The arguments of one ``apply`` call."""
 
     args: tuple[Input, ...]
+    # The recorded arguments, pickled (see :mod:`.pickled`): the replay uses them, ``args`` label the case.
+    pickled: str | None = None
+    # ``pickled`` starts with the Function class (one defined inside a function).
+    with_function: bool = False
 
     @property
     def has_non_tensor(self) -> bool:
-        return any(isinstance(arg, (ValueInput, ScalarInput)) for arg in self.args)
+        return any(isinstance(arg, (ValueInput, ScalarInput, ObjectInput)) for arg in self.args)
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -105,7 +119,7 @@ _PROMOTED_DTYPES = {
 }
 
 
-def normalise_case(args: tuple[Input, ...]) -> InputCase:
+def normalise_case(args: tuple[Input, ...], pickled: str | None = None, with_function: bool = False) -> InputCase:
     """The case as checks run it: float64, and every float input requiring grad if none did.
 
     A call where no input requires grad (an inference-only test, or a literal call
@@ -120,7 +134,7 @@ def normalise_case(args: tuple[Input, ...]) -> InputCase:
             requires_grad = arg.is_differentiable and (arg.requires_grad or not any_requires_grad)
             arg = replace(arg, dtype=dtype, requires_grad=requires_grad)
         normalised.append(arg)
-    return InputCase(tuple(normalised))
+    return InputCase(tuple(normalised), pickled, with_function)
 
 
 def distinct(cases: list[InputCase], limit: int = MAX_CASES) -> tuple[InputCase, ...]:
@@ -224,11 +238,19 @@ def parameter_kinds(spec: FunctionSpec) -> dict[str, Kind]:
     """The kind of each forward input as the analysis knows it.
 
     A parameter forward (or ``setup_context``, by the same name) passes to
-    ``save_for_backward`` or ``mark_dirty``, or uses as a tensor, is a tensor; one
+    ``save_for_backward`` or ``mark_dirty``, uses as a tensor or returns as it is,
+    is a tensor; one
     annotated or defaulted as a number is not.
     """
     forward = spec.method("forward")
     kinds = dict(forward.param_kinds) if forward is not None else {}
+    if forward is not None:
+        # An input forward returns as it is is an output: a tensor.
+        for ret in forward.returns:
+            for value in (ret.elements or ()) + ((ret.value,) if ret.value is not None else ()):
+                if value.name is not None and kinds.get(value.name, Kind.UNKNOWN) is Kind.UNKNOWN \
+                        and any(param.name == value.name for param in forward.params):
+                    kinds[value.name] = Kind.TENSOR
     setup = spec.method("setup_context")
     if setup is not None:
         for api in ("save_for_backward", "mark_dirty"):

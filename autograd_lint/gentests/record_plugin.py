@@ -22,14 +22,17 @@ controller (``workeroutput``), which writes the one file.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import pytest
 
+from autograd_lint.gentests import pickled
 from autograd_lint.gentests.recording import (
     DEFAULT_PATH,
     MAX_RECORDED_ELEMENTS,
@@ -37,6 +40,7 @@ from autograd_lint.gentests.recording import (
     Recorder,
     RecordingError,
     not_a_recording,
+    structure_key,
 )
 
 WORKER_OUTPUT_KEY = "autograd_lint_recorded_inputs"
@@ -91,8 +95,8 @@ class _ArgumentEncoder:
     def encode(self, value: Any, nested: bool = False, with_values: bool = False) -> EncodedArg | None:
         torch = self.torch
         if isinstance(value, torch.Tensor):
-            if nested:
-                return None
+            if nested or value.layout != torch.strided:
+                return None  # inside a container, or sparse: only a pickle of the call keeps it
             try:
                 shape = [int(size) for size in value.shape]
             except (TypeError, RuntimeError):  # symbolic sizes under tracing
@@ -120,6 +124,18 @@ class _ArgumentEncoder:
                 return None
             return {"tuple" if isinstance(value, tuple) else "list": items}
         return None
+
+    def describe(self, value: Any) -> EncodedArg:
+        """The structure of an argument :meth:`encode` refuses: kept with a pickle of the call."""
+        torch = self.torch
+        if isinstance(value, torch.Tensor):
+            described = {"shape": [int(size) for size in value.shape], "dtype": str(value.dtype).removeprefix("torch."),
+                         "device": str(value.device), "requires_grad": bool(value.requires_grad)}
+            if value.layout != torch.strided:
+                described["layout"] = str(value.layout).removeprefix("torch.")
+            return {"tensor": described}
+        kind = type(value)
+        return {"object": f"{kind.__module__}.{kind.__qualname__}"}
 
     def _contents(self, value: Any) -> dict[str, Any]:
         """``{"values": [...]}`` for a small real tensor, ``{"stats": {...}}`` for a larger one."""
@@ -185,6 +201,8 @@ class _PendingCall:
     path: str
     structure: list[EncodedArg]
     example: list[EncodedArg] | None = None
+    pickled: str | None = None
+    with_function: bool = False  # ``pickled`` starts with the Function class itself
 
 
 class _RecordingSession:
@@ -202,6 +220,10 @@ class _RecordingSession:
         self.failed_calls = 0
         self.write_error: str | None = None
         self.sources: dict[type, str] = {}
+        self.test_directories: set[str] = set()
+        self.by_value: set[str] = set()
+        self.unpicklable: dict[str, str] = {}
+        self.unpicklable_structures: set[tuple[str, str, str]] = set()
         self.function_base = torch.autograd.Function
         self.original_apply = self.function_base.__dict__["apply"]
         self.function_base.apply = classmethod(self._recording_apply(self.original_apply.__func__))
@@ -262,6 +284,9 @@ class _RecordingSession:
     def encode_call(self, cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _PendingCall | None:
         """One call's arguments, encoded; None when the call is not recorded.
 
+        Arguments that are not tensors and literals (objects, callables, sparse
+        tensors, containers of tensors) are described by type, and the first call
+        of each structure is pickled whole (:mod:`.pickled`) for the replay.
         Never raises, so that recording cannot break the user's tests.
         """
         try:
@@ -269,19 +294,65 @@ class _RecordingSession:
             if module == "torch" or module.startswith("torch."):
                 return None
             positional = _positional_arguments(cls, self.function_base, args, kwargs)
-            structure = [self.encoder.encode(arg) for arg in positional] if positional is not None else [None]
-            if any(arg is None for arg in structure):
+            if positional is None:
                 self.unrecorded_calls += 1
                 return None
+            encoded = [self.encoder.encode(arg) for arg in positional]
+            # A class defined inside a function can't be imported by a test: it is pickled with the call.
+            local_class = "<locals>" in cls.__qualname__
+            needs_pickle = local_class or any(arg is None for arg in encoded)
+            structure = [item if item is not None else self.encoder.describe(arg)
+                         for item, arg in zip(encoded, positional)]
             call = _PendingCall(module, cls.__qualname__, self._source_path(cls), structure)  # type: ignore[arg-type]
+            failed_key = (module, call.qualname, structure_key(structure))
+            if failed_key in self.unpicklable_structures:
+                self.unrecorded_calls += 1
+                return None
             if not self.recorder.has_case(call.module, call.qualname, call.structure):
                 # Values only for the first call of each structure: the one a replay uses.
-                example = [self.encoder.encode(arg, with_values=True) for arg in positional or ()]
-                call.example = example  # type: ignore[assignment]
+                if needs_pickle:
+                    call.pickled = self._pickle((cls, *positional) if local_class else positional)
+                    call.with_function = local_class
+                    if call.pickled is None:
+                        self.unpicklable_structures.add(failed_key)
+                        self.unrecorded_calls += 1
+                        return None
+                    call.example = structure
+                else:
+                    call.example = [  # type: ignore[misc]
+                        self.encoder.encode(arg, with_values=True) for arg in positional]
             return call
         except Exception:  # noqa: BLE001 - see docstring
             self.unrecorded_calls += 1
             return None
+
+    def _pickle(self, positional: tuple[Any, ...]) -> str | None:
+        """The pickled arguments; None when they can't be pickled (a generator, a closure over a lock...)."""
+        self._register_test_modules()
+        try:
+            return pickled.dumps(positional)
+        except pickled.NotPicklable as error:
+            self.unpicklable[type(error).__name__] = str(error)
+            return None
+
+    def _register_test_modules(self) -> None:
+        """Test modules, and helpers beside them, are pickled by value: a replay can't import them."""
+        try:
+            import cloudpickle
+        except ImportError:
+            return
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None)
+            if not path or name in self.by_value:
+                continue
+            directory = os.path.dirname(os.path.realpath(path))
+            if directory in self.test_directories and "-packages" not in directory:
+                self.by_value.add(name)
+                with contextlib.suppress(Exception):
+                    cloudpickle.register_pickle_by_value(module)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.test_directories.update(os.path.dirname(os.path.realpath(str(item.path))) for item in session.items)
 
     def encode_op_call(self, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _PendingCall | None:
         """One custom-op call's positional arguments, encoded, under the op's ``"ns::name"``;
@@ -309,7 +380,8 @@ class _RecordingSession:
 
     def keep(self, call: _PendingCall | None) -> None:
         if call is not None:
-            self.recorder.add(call.module, call.qualname, call.path, call.structure, call.example)
+            self.recorder.add(call.module, call.qualname, call.path, call.structure, call.example, call.pickled,
+                              call.with_function)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

@@ -1,7 +1,7 @@
 """The recorded-inputs file: what ``pytest --autograd-record`` writes and gen-tests reads.
 
-The file is JSON, deterministic (sorted keys, cases ordered by call count then
-text)::
+The file is JSON, deterministic (sorted keys, cases ordered by call count, then
+size, then text)::
 
     {"format": 2,
      "functions": {"pkg.ops.Square": {"module": "pkg.ops", "qualname": "Square",
@@ -12,7 +12,13 @@ text)::
 ``"ns::name"`` and whose ``module``/``path`` are those of its Python function;
 its ``args`` are the positional arguments of the call)
 
-where an ``ARG`` is one of ``{"tensor": TENSOR}``, ``{"value": 2}`` (None, bools,
+with ``"pickled"`` beside ``"args"`` in a case whose arguments are not all
+tensors and literals (see :mod:`.pickled`): its ``args`` then also hold
+``{"object": "module.Type"}``, and tensors that are sparse (``"layout"``) or
+inside containers are described by structure only; the replay unpickles the
+arguments (preceded by the Function class itself where the case has
+``"with_function": true``: a class defined inside a function, which a test
+cannot import).  Otherwise an ``ARG`` is one of ``{"tensor": TENSOR}``, ``{"value": 2}`` (None, bools,
 ints, strings), ``{"float": "0.5"}`` (``repr``, so that inf and nan survive),
 ``{"dtype": "float32"}``, ``{"tuple": [ARG, ...]}`` or ``{"list": [ARG, ...]}``
 (no tensors inside).  A ``TENSOR`` is ``{"shape": [3, 4], "dtype": "float32",
@@ -33,7 +39,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autograd_lint.gentests.inputs import Input, InputCase, TensorInput, ValueInput, normalise_case
+from autograd_lint.gentests.inputs import Input, InputCase, ObjectInput, TensorInput, ValueInput, normalise_case
 from autograd_lint.files import write_atomically
 from autograd_lint.model.spec import FunctionSpec
 
@@ -73,21 +79,46 @@ class FunctionRecord:
     path: str
     counts: dict[str, int] = field(default_factory=dict)  # structure_key -> calls
     examples: dict[str, list[EncodedArg]] = field(default_factory=dict)  # structure_key -> first call's args
+    pickles: dict[str, str] = field(default_factory=dict)  # structure_key -> first call's pickled args
+    with_function: set[str] = field(default_factory=set)  # structure_keys whose pickle starts with the class
 
-    def add(self, args: list[EncodedArg], example: list[EncodedArg] | None, calls: int = 1) -> None:
+    def add(self, args: list[EncodedArg], example: list[EncodedArg] | None, calls: int = 1,
+            pickled: str | None = None, with_function: bool = False) -> None:
         key = structure_key(args)
         if key in self.counts or len(self.counts) < CASES_TRACKED:
             self.counts[key] = self.counts.get(key, 0) + calls
             if key not in self.examples:
                 self.examples[key] = example if example is not None else args
+                if pickled is not None:
+                    self.pickles[key] = pickled
+                    if with_function:
+                        self.with_function.add(key)
+
+    def _size(self, key: str) -> int:
+        """How large a case is: its pickle's length, else its tensors' elements (smaller cases check faster)."""
+        if key in self.pickles:
+            return len(self.pickles[key])
+        size = 0
+        for arg in self.examples.get(key, ()):
+            shape = arg.get("tensor", {}).get("shape") if isinstance(arg, dict) else None
+            if isinstance(shape, list):
+                elements = 1
+                for dimension in shape:
+                    elements *= int(dimension)
+                size += elements
+        return size
 
     def as_json(self) -> dict[str, Any]:
-        ordered = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
+        # The most frequent first; among equally frequent ones, the smallest.
+        ordered = sorted(self.counts.items(), key=lambda item: (-item[1], self._size(item[0]), item[0]))
         return {
             "module": self.module,
             "qualname": self.qualname,
             "path": self.path,
-            "cases": [{"calls": calls, "args": self.examples[key]} for key, calls in ordered[:CASES_KEPT]],
+            "cases": [{"calls": calls, "args": self.examples[key],
+                       **({"pickled": self.pickles[key]} if key in self.pickles else {}),
+                       **({"with_function": True} if key in self.with_function else {})}
+                      for key, calls in ordered[:CASES_KEPT]],
         }
 
 
@@ -104,14 +135,18 @@ class Recorder:
         return self.functions[key]
 
     def has_case(self, module: str, qualname: str, args: list[EncodedArg]) -> bool:
-        """Whether a call of this structure was kept already (its values need not be encoded)."""
+        """Whether a call of this structure was kept already, or no longer can be (its values need not be encoded)."""
         record = self.functions.get(f"{module}.{qualname}")
-        return record is not None and structure_key(args) in record.examples
+        if record is None:
+            return False
+        key = structure_key(args)
+        return key in record.examples or (key not in record.counts and len(record.counts) >= CASES_TRACKED)
 
     def add(self, module: str, qualname: str, path: str, args: list[EncodedArg],
-            example: list[EncodedArg] | None = None) -> None:
-        """Count a call of structure ``args``; ``example`` (with values) is kept for a new structure."""
-        self._record(module, qualname, path).add(args, example)
+            example: list[EncodedArg] | None = None, pickled: str | None = None,
+            with_function: bool = False) -> None:
+        """Count a call of structure ``args``; ``example`` (with values) and ``pickled`` are kept for a new one."""
+        self._record(module, qualname, path).add(args, example, pickled=pickled, with_function=with_function)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -124,7 +159,7 @@ class Recorder:
         for entry in data.get("functions", {}).values():
             record = self._record(entry["module"], entry["qualname"], entry["path"])
             for case in entry["cases"]:
-                record.add(case["args"], None, case["calls"])
+                record.add(case["args"], None, case["calls"], case.get("pickled"), bool(case.get("with_function")))
 
     def write(self, path: str) -> None:
         """Write the recording, keeping Functions of an existing file that this run did not call.
@@ -196,7 +231,9 @@ def _value_source(arg: EncodedArg) -> str | None:
     return None
 
 
-def _decode(arg: EncodedArg) -> Input | None:
+def _decode(arg: EncodedArg, pickled: bool = False) -> Input | None:
+    if pickled and "object" in arg:
+        return ObjectInput(str(arg["object"]))
     if "tensor" in arg:
         tensor = arg["tensor"]
         values = tensor.get("values")
@@ -247,9 +284,12 @@ def _cases(entry: dict[str, Any] | None) -> list[InputCase]:
         return []
     cases = []
     for case in entry.get("cases", []):
-        decoded = [_decode(arg) for arg in case["args"]]
+        pickled = case.get("pickled")
+        decoded = [_decode(arg, isinstance(pickled, str)) for arg in case["args"]]
         if all(d is not None for d in decoded):
-            cases.append(normalise_case(tuple(d for d in decoded if d is not None)))
+            cases.append(normalise_case(tuple(d for d in decoded if d is not None),
+                                        pickled if isinstance(pickled, str) else None,
+                                        isinstance(pickled, str) and bool(case.get("with_function"))))
     return cases
 
 

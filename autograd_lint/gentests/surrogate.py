@@ -37,6 +37,8 @@ class Surrogate:
     """A declared surrogate gradient; ``reference`` is the source of the reference function, if any."""
 
     reference: str | None
+    # Not declared: recognised by :func:`.not_derivative.not_the_derivative`, which says why.
+    inferred: str | None = None
 
     @property
     def reference_is_import(self) -> bool:

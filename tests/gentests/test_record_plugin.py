@@ -69,7 +69,7 @@ def test_records_structure_counted_and_the_values_of_the_first_call(pytester: py
                 Scale.apply(x * 2, 2, "mean", torch.float64)  # same structure: counted, values kept from the first
             Scale.apply(x.detach().t(), factor=0.5)          # keyword bound to its position; a transposed view
             Scale.apply(torch.ones(4, dtype=torch.int64), 2, (1, 2))
-            Scale.apply(x, 2, object())                       # not a small value: not recorded
+            Scale.apply(x, 2, (i for i in range(3)))          # a generator can't be pickled: not recorded
             Add.apply(torch.ones(2), torch.ones(2))
             torch.nn.functional.relu(x).sum().backward()     # torch's own code is not recorded
     """)

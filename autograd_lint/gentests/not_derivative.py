@@ -1,0 +1,248 @@
+"""A static hint: backward plainly is not the derivative of forward.
+
+Recognised, on the source of ``forward`` and ``backward`` alone (one output, one
+incoming gradient ``g``), where a backward "returns the gradient" when an element
+of its return is ``g``, or ``g`` scaled (``-g``, ``g * alpha``, ``alpha * g / 2``),
+directly or through a local variable:
+
+* **identity scaled**: forward returns input ``p`` unchanged (``p``, ``p.clone()``,
+  ``p.view_as(p)``; ``p`` not written in forward) and backward returns, for ``p``, ``g`` scaled (a gradient-reversal
+  layer, gradient scaling): the derivative of the identity is ``g`` itself;
+* **gradient rerouted**: forward returns input ``p`` unchanged and backward
+  returns the gradient for another input ``q``, on which the output does not
+  depend (``_StitchGradient`` of torchdiffeq);
+* **overwritten input passed through**: forward assigns into a subscript of input
+  ``p`` (``p[i] = v``, ``p.data[i] = v``) and returns ``p``, and backward returns
+  ``g`` unchanged for ``p``: the overwritten elements have derivative 0;
+* **straight-through estimator**: forward returns ``round``, ``floor``, ``ceil``,
+  ``trunc``, ``sign`` or ``heaviside`` of input ``p``, and backward returns the
+  gradient for ``p``: the derivative of a step function is 0 almost everywhere.
+
+gradcheck must fail on each.  Such a Function is deliberate more often than not,
+but the same pattern can be a bug: gen-tests generates it as an undeclared
+surrogate (the checks that still hold) and keeps ``test_gradcheck`` as an
+expected failure whose reason says what was recognised.  Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from typing import Sequence
+
+from autograd_lint.model.spec import FunctionSpec, MethodSpec
+
+_STEP_FUNCTIONS = frozenset({"round", "floor", "ceil", "trunc", "sign", "heaviside", "fix"})
+
+
+def _method_ast(method: MethodSpec, lines: Sequence[str]) -> ast.FunctionDef | None:
+    start = method.position.line
+    source = textwrap.dedent("\n".join(lines[start - 1:method.last_line]))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    node = tree.body[0] if tree.body else None
+    return node if isinstance(node, ast.FunctionDef) else None
+
+
+def _assignments(function: ast.FunctionDef) -> dict[str, list[ast.expr]]:
+    """Every value assigned to each plain local name (simple ``name = value`` only)."""
+    found: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            found.setdefault(node.target.id, []).append(ast.Constant("opaque") if node.value is None else node)
+    return found
+
+
+def _returns(function: ast.FunctionDef) -> list[ast.expr | None]:
+    nested = {id(n) for child in ast.walk(function) if child is not function
+              and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for n in ast.walk(child)}
+    return [node.value for node in ast.walk(function) if isinstance(node, ast.Return) and id(node) not in nested]
+
+
+def _resolve(expr: ast.expr, assigned: dict[str, list[ast.expr]], depth: int = 0) -> list[ast.expr]:
+    """The expressions a value may be: a local name is replaced by what was assigned to it."""
+    if isinstance(expr, ast.Name) and expr.id in assigned and depth < 4:
+        resolved: list[ast.expr] = []
+        for value in assigned[expr.id]:
+            resolved += _resolve(value, assigned, depth + 1)
+        return resolved
+    return [expr]
+
+
+def _mentions(expr: ast.AST, name: str) -> bool:
+    return any(isinstance(node, ast.Name) and node.id == name for node in ast.walk(expr))
+
+
+def _gradient_form(expr: ast.expr, grad: str) -> str | None:
+    """"grad" for ``g`` (or ``g.clone()``), "scaled" for ``g`` times/over factors, "none" for None, else None."""
+    if isinstance(expr, ast.Constant) and expr.value is None:
+        return "none"
+    if isinstance(expr, ast.Name) and expr.id == grad:
+        return "grad"
+    if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "clone"
+            and not expr.args and _gradient_form(expr.func.value, grad) == "grad"):
+        return "grad"
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return "scaled" if _gradient_form(expr.operand, grad) in ("grad", "scaled") else None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)):
+        left = _gradient_form(expr.left, grad)
+        right = _gradient_form(expr.right, grad) if isinstance(expr.op, ast.Mult) else None
+        if left in ("grad", "scaled") and not _mentions(expr.right, grad):
+            return "scaled"
+        if right in ("grad", "scaled") and not _mentions(expr.left, grad):
+            return "scaled"
+    return None
+
+
+def _element_forms(backward: ast.FunctionDef, grad: str, count: int) -> list[set[str]] | None:
+    """Per input position, the gradient forms backward may return there; None if not recognised."""
+    assigned = _assignments(backward)
+    forms: list[set[str]] = [set() for _ in range(count)]
+    returns = _returns(backward)
+    if not returns:
+        return None
+    for value in returns:
+        if value is None:
+            return None
+        elements = value.elts if isinstance(value, ast.Tuple) else [value]
+        if any(isinstance(e, ast.Starred) for e in elements):
+            return None
+        for position, element in enumerate(elements[:count]):
+            for possible in _resolve(element, assigned):
+                forms[position].add(_gradient_form(possible, grad) or "other")
+    return forms
+
+
+def _written_subscripts(forward: ast.FunctionDef) -> set[str]:
+    """Names written through a subscript (``p[i] = v``, ``p.data[i] = v``) or in place (``p.add_(...)``)."""
+    written: set[str] = set()
+    for node in ast.walk(forward):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign):
+            targets = [node.target]
+        for target in targets:
+            if isinstance(node, ast.AugAssign) and isinstance(target, ast.Name):  # ``p += v`` is in place
+                written.add(target.id)
+            if isinstance(target, (ast.Subscript, ast.Attribute)):
+                root = target
+                while isinstance(root, (ast.Subscript, ast.Attribute)):
+                    root = root.value
+                if isinstance(root, ast.Name):
+                    written.add(root.id)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_") \
+                and not node.func.attr.endswith("__"):
+            root = node.func.value
+            while isinstance(root, (ast.Subscript, ast.Attribute)):
+                root = root.value
+            if isinstance(root, ast.Name):
+                written.add(root.id)
+    return written
+
+
+def _subscript_writes(forward: ast.FunctionDef) -> set[str]:
+    written: set[str] = set()
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript):
+                    root = target.value
+                    while isinstance(root, (ast.Subscript, ast.Attribute)):
+                        root = root.value
+                    if isinstance(root, ast.Name):
+                        written.add(root.id)
+    return written
+
+
+def _identity_of(expr: ast.expr, inputs: list[str]) -> str | None:
+    """The input ``expr`` is, unchanged: ``p``, ``p.clone()``, ``p.view_as(p)``."""
+    if isinstance(expr, ast.Name):
+        return expr.id if expr.id in inputs else None
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Name):
+        name, method = expr.func.value.id, expr.func.attr
+        if name in inputs and not expr.keywords and (
+                (method == "clone" and not expr.args)
+                or (method == "view_as" and len(expr.args) == 1 and isinstance(expr.args[0], ast.Name)
+                    and expr.args[0].id == name)):
+            return name
+    return None
+
+
+def _step_of(expr: ast.expr, inputs: list[str]) -> str | None:
+    """The input a step function (``torch.round(p)``, ``p.sign()``) is applied to, if ``expr`` is one."""
+    if not isinstance(expr, ast.Call):
+        return None
+    func = expr.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if name not in _STEP_FUNCTIONS:
+        return None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in inputs:
+        return func.value.id
+    if expr.args and isinstance(expr.args[0], ast.Name) and expr.args[0].id in inputs:
+        return expr.args[0].id
+    return None
+
+
+def not_the_derivative(spec: FunctionSpec, lines: Sequence[str]) -> str | None:
+    """Why backward plainly is not the derivative of forward (see the module docstring), or None."""
+    forward_method, backward_method = spec.method("forward"), spec.backward_method
+    inputs_params = spec.forward_inputs
+    if forward_method is None or backward_method is None or inputs_params is None:
+        return None
+    if spec.method("setup_context") is not None:
+        return None
+    inputs = [param.name for param in inputs_params]
+    grads = [param.name for param in backward_method.positional[1:]]
+    forward, backward = _method_ast(forward_method, lines), _method_ast(backward_method, lines)
+    if forward is None or backward is None or len(grads) != 1 or not inputs:
+        return None
+    grad = grads[0]
+    forms = _element_forms(backward, grad, len(inputs))
+    if forms is None:
+        return None
+    assigned = _assignments(forward)
+    returned: set[str] = set()
+    steps: set[str] = set()
+    for value in _returns(forward):
+        if value is None or isinstance(value, ast.Tuple):
+            return None
+        for possible in _resolve(value, assigned):
+            if (identity := _identity_of(possible, inputs)) is not None:
+                returned.add(identity)
+            elif (step := _step_of(possible, inputs)) is not None:
+                steps.add(step)
+            else:
+                return None
+    if len(returned | steps) != 1 or (returned and steps):
+        return None
+    name = next(iter(returned | steps))
+    position = inputs.index(name)
+    passes = {"grad", "scaled"}
+    mine = forms[position] - {"none"}
+    if steps:
+        if mine and mine <= passes:
+            return (f"forward returns a step function of {name!r} (derivative 0 almost everywhere) and backward "
+                    f"passes the output gradient to it: a straight-through estimator")
+        return None
+    if name in _subscript_writes(forward):
+        if mine == {"grad"}:
+            return (f"forward overwrites part of {name!r} and returns it, and backward passes the output gradient "
+                    f"to {name!r} unchanged, also where it was overwritten (derivative 0 there)")
+        return None
+    if name in _written_subscripts(forward):
+        return None
+    if mine and mine <= passes and "scaled" in mine:
+        return (f"forward returns its input {name!r} unchanged and backward returns the output gradient scaled "
+                f"(the derivative of the identity is the gradient itself): a gradient reversal or scaling")
+    rerouted = [inputs[i] for i, form in enumerate(forms) if i != position and form & passes]
+    if rerouted:
+        return (f"forward returns its input {name!r} unchanged, but backward passes the output gradient to "
+                f"{', '.join(repr(r) for r in rerouted)}, on which the output does not depend: a rerouted gradient")
+    return None

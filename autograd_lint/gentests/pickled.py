@@ -1,0 +1,142 @@
+"""Recorded calls whose arguments are not all tensors and literals, kept as a pickle.
+
+A Function called with objects (a ``LinearOperator`` representation tree, an SDE
+module, a callable, a sparse tensor, a list of tensors) cannot be described by
+shapes and literals, and its objects often share tensors with the positional
+arguments (an ODE function whose parameters are also passed as ``*adjoint_params``).
+The recorder therefore pickles the whole positional argument tuple in one go,
+``cloudpickle`` where it is installed (lambdas, classes and functions of test
+modules by value), else :mod:`pickle`.  Every tensor in it, at any depth, is
+reduced to its values, so that the pickle does not depend on torch's storage
+format and a replay can rebuild each tensor in float64: a tensor that appears
+twice (a parameter inside a module and in ``args``) is rebuilt once, and gradcheck's
+in-place perturbation of an argument reaches the object that holds it.
+
+The text stored in the recording is ``base64(zlib(pickle))``.  Loading it runs
+the code a pickle names, like any pickle: a recording is trusted input, written
+by your own test run.  This module imports torch only inside its functions.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import pickle
+import zlib
+from typing import Any, Iterator
+
+# Compressed pickles larger than this are not kept: the call is counted as unrecordable.
+MAX_PICKLED_BYTES = 256 * 1024
+
+_PROMOTE = [False]  # set while the harness loads a recording: floating tensors become float64
+
+
+class NotPicklable(Exception):
+    """The arguments hold something a replay could not rebuild."""
+
+
+def _tensor_state(torch: Any, value: Any) -> tuple[Any, ...]:
+    if value.layout == torch.sparse_coo:
+        coalesced = value.detach().coalesce()
+        return ("sparse_coo", str(value.dtype).removeprefix("torch."), list(value.shape),
+                bool(value.requires_grad), coalesced.indices().tolist(), coalesced.values().tolist())
+    if value.layout != torch.strided or value.is_meta or value.is_quantized or value.is_nested:
+        raise NotPicklable(f"a tensor of layout {value.layout}")
+    kind = "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
+    if type(value) not in (torch.Tensor, torch.nn.Parameter):
+        raise NotPicklable(f"a tensor subclass {type(value).__qualname__}")
+    return (kind, str(value.dtype).removeprefix("torch."), list(value.shape), bool(value.requires_grad),
+            value.detach().to("cpu").reshape(-1).tolist(), str(value.device))
+
+
+def rebuild_tensor(state: tuple[Any, ...]) -> Any:
+    """The tensor of :func:`_tensor_state`, in float64 (complex128) while the harness loads."""
+    import torch
+
+    kind, dtype_name, shape, requires_grad = state[:4]
+    dtype = getattr(torch, dtype_name)
+    if _PROMOTE[0]:
+        dtype = torch.complex128 if dtype.is_complex else torch.float64 if dtype.is_floating_point else dtype
+    if kind == "sparse_coo":
+        indices = torch.tensor(state[4], dtype=torch.int64).reshape(len(shape), -1)
+        values = torch.tensor(state[5], dtype=dtype)
+        return torch.sparse_coo_tensor(indices, values, shape, check_invariants=True).coalesce()
+    values = torch.tensor(state[4], dtype=dtype).reshape(shape)
+    device = state[5]
+    if device != "cpu":
+        with contextlib.suppress(RuntimeError, AssertionError):
+            values = values.to(device)
+    differentiable = dtype.is_floating_point or dtype.is_complex
+    if kind == "parameter":
+        return torch.nn.Parameter(values, requires_grad=requires_grad and differentiable)
+    return values.requires_grad_(requires_grad and differentiable)
+
+
+def rebuild_dtype(name: str) -> Any:
+    """A recorded ``torch.dtype`` argument; a floating one is float64 while the harness loads.
+
+    A dtype passed to a Function is the dtype it makes its tensors in: with the
+    inputs promoted to float64, a float32 one would mix precisions.
+    """
+    import torch
+
+    dtype = getattr(torch, name)
+    if _PROMOTE[0] and (dtype.is_floating_point or dtype.is_complex):
+        return torch.complex128 if dtype.is_complex else torch.float64
+    return dtype
+
+
+def _pickler_class() -> type:
+    try:
+        import cloudpickle
+
+        base: type = cloudpickle.CloudPickler
+    except ImportError:
+        base = pickle.Pickler
+    import torch
+
+    class TensorValuePickler(base):  # type: ignore[misc, valid-type]
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, torch.Tensor):
+                return rebuild_tensor, (_tensor_state(torch, obj),)
+            if isinstance(obj, torch.dtype):
+                return rebuild_dtype, (str(obj).removeprefix("torch."),)
+            if isinstance(obj, (torch.Generator, torch.Stream if hasattr(torch, "Stream") else ())):
+                raise NotPicklable(type(obj).__qualname__)
+            parent = getattr(super(), "reducer_override", None)
+            return parent(obj) if parent is not None else NotImplemented
+
+    return TensorValuePickler
+
+
+def dumps(args: tuple[Any, ...]) -> str:
+    """``args`` as the text a recording stores. Raises :class:`NotPicklable`."""
+    buffer = io.BytesIO()
+    try:
+        _pickler_class()(buffer, protocol=4).dump(tuple(args))
+    except NotPicklable:
+        raise
+    except Exception as error:  # noqa: BLE001 - pickling runs arbitrary __reduce__ code
+        raise NotPicklable(f"{type(error).__name__}: {error}") from None
+    compressed = zlib.compress(buffer.getvalue(), 9)
+    if len(compressed) > MAX_PICKLED_BYTES:
+        raise NotPicklable(f"{len(compressed)} bytes pickled, more than {MAX_PICKLED_BYTES}")
+    return base64.b64encode(compressed).decode("ascii")
+
+
+@contextlib.contextmanager
+def _promoting() -> Iterator[None]:
+    previous = _PROMOTE[0]
+    _PROMOTE[0] = True
+    try:
+        yield
+    finally:
+        _PROMOTE[0] = previous
+
+
+def loads(text: str, promote: bool = True) -> tuple[Any, ...]:
+    """The arguments of :func:`dumps`; with ``promote`` their floating tensors are float64."""
+    data = zlib.decompress(base64.b64decode(text))
+    with _promoting() if promote else contextlib.nullcontext():
+        return tuple(pickle.loads(data))  # noqa: S301 - a recording is the user's own, trusted file
