@@ -20,8 +20,6 @@ change a file, else 0 (2 on errors); nothing is written.
 from __future__ import annotations
 
 import difflib
-import io
-import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -43,6 +41,7 @@ from autograd_lint.model.source import (
     decode_source,
     has_lone_cr,
     module_name,
+    source_encoding,
     split_lines,
 )
 from autograd_lint.model.spec import FunctionSpec
@@ -168,8 +167,7 @@ def read_for_rewrite(path: str) -> tuple[bytes, str, str]:
     except OSError as error:
         raise SourceError(path, f"cannot be read: {error.strerror or error}") from None
     text = decode_source(data, path, for_rewrite=True)
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    return data, encoding, text
+    return data, source_encoding(data), text
 
 
 def rewrite(path: str, data: bytes, encoding: str, text: str) -> None:

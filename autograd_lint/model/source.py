@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import ast
 import functools
-import io
 import os
 import re
 import tokenize
 from dataclasses import dataclass
 
 _LONE_CR = re.compile(r"\r(?!\n)")
+# Python's first two lines, where a PEP 263 cookie counts: a lone \r ends a line too.
+_FIRST_TWO_LINES = re.compile(rb"([^\r\n]*(?:\r\n|\r|\n)?)([^\r\n]*(?:\r\n|\r|\n)?)")
 
 
 class SourceError(Exception):
@@ -101,7 +102,7 @@ def decode_source(data: bytes, path: str, *, for_rewrite: bool = False) -> str:
         line = _byte_line(data, nul)
         raise SourceError(path, "contains a NUL byte; is it a Python file?", line)
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding = source_encoding(data)
     except SyntaxError as exc:
         # detect_encoding also fails on undecodable bytes in the first two lines;
         # decoding as UTF-8 then says exactly where they are.
@@ -127,6 +128,20 @@ def decode_source(data: bytes, path: str, *, for_rewrite: bool = False) -> str:
     if cookie_problem is not None:
         raise SourceError(path, f"bad encoding declaration: {cookie_problem}")
     return text
+
+
+def source_encoding(data: bytes) -> str:
+    r"""The encoding Python reads ``data`` in: a BOM or a PEP 263 cookie, else UTF-8.
+
+    ``tokenize.detect_encoding`` reads lines up to ``\n`` only, so in a file whose
+    lines end with a lone ``\r`` it takes the whole file for its first line and may
+    find a "cookie" far below (a comment saying ``coding: ...``); Python's tokenizer
+    does not.  Raises ``SyntaxError`` as ``detect_encoding`` does.
+    """
+    first_two = _FIRST_TWO_LINES.match(data)
+    lines = iter(first_two.groups() if first_two is not None else ())
+    encoding, _ = tokenize.detect_encoding(lambda: next(lines, b""))
+    return encoding
 
 
 def python_compiles(data: bytes) -> bool:

@@ -23,7 +23,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograd_lint.engine import check_analysis
+from autograd_lint.engine import check_analysis, module_needs
 from autograd_lint.fix import fix_source
 from autograd_lint.model.analysis import analyze, mentions_function
 from autograd_lint.model.custom_ops import mentions_custom_op
@@ -268,7 +268,8 @@ def check_file(data: bytes, path: str = "fuzzed.py", fix: bool = True) -> FileOu
 
     def work() -> list[str]:
         source = SourceFile(path, decode_source(data, path), "fuzzed")
-        diagnostics = check_analysis(analyze(source, {}, SETTINGS), SETTINGS)
+        # The run's needs, not every need: what a directory run parses of a file depends on them.
+        diagnostics = check_analysis(analyze(source, {}, SETTINGS, module_needs(SETTINGS)), SETTINGS)
         if fix and diagnostics:
             _check_fix(source)
         return [f"{d.line}:{d.column + 1}: {d.code}" for d in diagnostics]

@@ -128,3 +128,14 @@ def test_undecodable_bytes_in_a_comment_are_read_as_python_reads_them(tmp_path: 
         "Added noqa comments to 0 lines.",
     ]
     assert (tmp_path / "comment_bytes.py").read_bytes() == data
+
+
+def test_a_coding_comment_below_the_first_two_lines_of_a_cr_only_file_is_no_cookie(tmp_path: Path) -> None:
+    # Found by the long fuzz run: tokenize.detect_encoding reads up to "\n", so it
+    # took the whole CR-only file for line one and this comment for its cookie.
+    text = FUNCTION.replace("class Mul", "# the coding: you see here is prose\nclass Mul").replace("\n", "\r")
+    compile(text.encode(), "cr_cookie.py", "exec")
+    (tmp_path / "cr_cookie.py").write_bytes(text.encode())
+    result = check("cr_cookie.py", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (1, "")
+    assert result.stdout.startswith("cr_cookie.py:14:9: AGL001 ")
