@@ -443,4 +443,7 @@ def _parse_whole(source: SourceFile) -> ParsedUnit:
     try:
         return ParsedUnit.parse(source.path, source.text)
     except cst.ParserSyntaxError as exc:
-        raise SourceError(source.path, f"syntax error: {exc.message}", exc.raw_line) from None
+        # Python compiles it (checked above): the limit is libcst's, say so.
+        raise SourceError(
+            source.path, f"not analysed: libcst cannot parse it, although Python compiles it ({exc.message})", exc.raw_line
+        ) from None

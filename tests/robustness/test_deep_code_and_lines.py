@@ -139,3 +139,20 @@ def test_a_coding_comment_below_the_first_two_lines_of_a_cr_only_file_is_no_cook
     result = check("cr_cookie.py", cwd=tmp_path)
     assert (result.returncode, result.stderr) == (1, "")
     assert result.stdout.startswith("cr_cookie.py:14:9: AGL001 ")
+
+
+
+def test_code_libcst_cannot_parse_is_named_as_libcst_s_limit(tmp_path: Path) -> None:
+    # Found by the long fuzz run and not fixed: libcst's parser rejects a line holding
+    # only a backslash continuation at the start of a block, which CPython compiles.
+    # The error must not call valid Python a syntax error, and the run goes on.
+    text = FUNCTION.replace("        ctx.save_for_backward(a, b)\n", "\n        \\\n        ctx.save_for_backward(a, b)\n")
+    text = text.replace("return a * b\n", "return Mul.apply(a, b)\n")
+    compile(text, "continuation.py", "exec")
+    (tmp_path / "continuation.py").write_text(text)
+    (tmp_path / "plain.py").write_text(FUNCTION)
+    result = check("continuation.py", "plain.py", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: continuation.py:")
+    assert "not analysed: libcst cannot parse it, although Python compiles it" in result.stderr
+    assert "plain.py" + SENTINEL_FINDING in result.stdout
