@@ -25,13 +25,14 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import libcst as cst
 from libcst.metadata import Assignment, MetadataWrapper, Scope, ScopeProvider
 
-from autograd_lint.model import traverse
-from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec, Position
+from autograd_lint.model import semantic, traverse
+from autograd_lint.model.exprs import Classifier
+from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec, Kind, Position
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -326,6 +327,8 @@ class ApplyIndex:
         assert unit is not None
         self.unit = unit
         self.imports = analysis.imports
+        self.functions = analysis.functions
+        self._models: dict[cst.FunctionDef, semantic.MethodModel] = {}
         positions = {
             spec.position: spec for spec in analysis.functions if analysis.units.get(spec.qualname) is unit
         }
@@ -383,6 +386,25 @@ class ApplyIndex:
         while parent is not None and not isinstance(parent, cst.FunctionDef):
             parent = self.parents.get(parent)
         return parent
+
+    def kinds_around(self, call: cst.Call) -> Callable[[cst.BaseExpression], Kind]:
+        """How the code around ``call`` types an expression: the semantic model of the
+        enclosing function (a Function's method has one already; others are built once),
+        or, at module level, the expression alone."""
+        enclosing = self.enclosing_def(call)
+        if enclosing is None:
+            return Classifier(self.imports, {}).kind
+        if enclosing not in self._models:
+            self._models[enclosing] = self._method_model(enclosing) or semantic.build(enclosing, self.imports)
+        return self._models[enclosing].kind
+
+    def _method_model(self, function: cst.FunctionDef) -> semantic.MethodModel | None:
+        """The semantic model the analysis built, when ``function`` is a Function's method."""
+        for spec in self.functions:
+            for method in spec.methods.values():
+                if method.node is function:
+                    return method.semantic
+        return None
 
 
 @dataclass(frozen=True)

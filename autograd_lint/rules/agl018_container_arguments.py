@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from autograd_lint.model import semantic
 from autograd_lint.model.analysis import ModuleNeed
-from autograd_lint.model.exprs import Classifier, is_literal
-from autograd_lint.model.semantic import MethodModel
+from autograd_lint.model.exprs import is_literal
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 from autograd_lint.model.spec import Kind
 from autograd_lint.model.usage import ApplyIndex
@@ -78,7 +76,6 @@ class ContainerArguments(Rule):
         if analysis.whole_module is None or not analysis.functions:
             return
         index = ApplyIndex(analysis)
-        models: dict[cst.FunctionDef, MethodModel] = {}
         for call in index.calls:
             function = index.applied(call.func)
             if function is None:
@@ -93,7 +90,7 @@ class ContainerArguments(Rule):
                 mapped = inputs is not None and arg.keyword is None and not any(a.star for a in call.args[:position])
                 param = inputs[position] if mapped and position < len(inputs) else None  # type: ignore[index,arg-type]
                 declared = param is not None and _container_of_tensors(param.annotation)
-                kind = self._kinds(analysis, index.enclosing_def(call), models)
+                kind = index.kinds_around(call)
                 tensors = [e for e in elements if kind(e) is Kind.TENSOR]
                 if not tensors and not declared:
                     continue
@@ -105,19 +102,6 @@ class ContainerArguments(Rule):
                     f"as {where}; autograd does not look inside containers, so no gradient "
                     "reaches those tensors (pass them as separate arguments)",
                 )
-
-    @staticmethod
-    def _kinds(
-        analysis: "FileAnalysis", enclosing: cst.FunctionDef | None, models: dict[cst.FunctionDef, MethodModel]
-    ) -> Callable[[cst.BaseExpression], Kind]:
-        """How the code around the call types an expression: the semantic model of the
-        enclosing function (a Function's method has one already), or, at module level,
-        the expression alone."""
-        if enclosing is None:
-            return Classifier(analysis.imports, {}).kind
-        if enclosing not in models:
-            models[enclosing] = _method_model(analysis, enclosing) or semantic.build(enclosing, analysis.imports)
-        return models[enclosing].kind
 
     VALID = [
         Valid(
@@ -293,12 +277,3 @@ class ContainerArguments(Rule):
             message="Scale.apply gets a dict holding `torch.zeros(3)` as argument 2",
         ),
     ]
-
-
-def _method_model(analysis: "FileAnalysis", function: cst.FunctionDef) -> MethodModel | None:
-    """The semantic model the analysis built, when ``function`` is a Function's method."""
-    for spec in analysis.functions:
-        for method in spec.methods.values():
-            if method.node is function:
-                return method.semantic
-    return None

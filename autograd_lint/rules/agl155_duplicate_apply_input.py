@@ -7,10 +7,8 @@ from typing import TYPE_CHECKING, Iterator
 import libcst as cst
 
 from autograd_lint.model.analysis import ModuleNeed
-from autograd_lint.model.semantic import MethodModel
 from autograd_lint.model.spec import Kind
 from autograd_lint.model.usage import ApplyIndex
-from autograd_lint.rules.agl018_container_arguments import ContainerArguments
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
 if TYPE_CHECKING:
@@ -52,7 +50,6 @@ class DuplicateApplyInput(Rule):
         if analysis.whole_module is None or not analysis.functions:
             return
         index = ApplyIndex(analysis)
-        models: dict[cst.FunctionDef, MethodModel] = {}
         for call in index.calls:
             function = index.applied(call.func)
             if function is None:
@@ -73,7 +70,7 @@ class DuplicateApplyInput(Rule):
                     continue
                 if name in reported:
                     continue
-                kind = ContainerArguments._kinds(analysis, index.enclosing_def(call), models)
+                kind = index.kinds_around(call)
                 if kind(arg.value) is not Kind.TENSOR:
                     continue
                 reported.add(name)
