@@ -29,6 +29,7 @@ from libcst.metadata import MetadataWrapper
 
 from autograd_lint.model.analysis import FileAnalysis, analyze, python_rejects
 from autograd_lint.model.discovery import Run
+from autograd_lint.model.cst_parse import parse_module
 from autograd_lint.model.guard import describe, run_guarded
 from autograd_lint.engine import check_analysis, module_needs, selected_rules
 from autograd_lint.files import write_atomically
@@ -76,17 +77,27 @@ def fixable_rules(settings: Settings, path: str, unsafe: bool) -> list[Rule]:
     return [rule for rule in selected_rules(settings, path) if rule.fixer is not None and rule.fix in allowed]
 
 
-def verify(text: str, path: str) -> str | None:
-    """Why ``text`` must not be written (it does not parse or compile), or None."""
+def parse_checked(text: str, path: str) -> cst.Module | str:
+    """``text`` parsed by libcst, or why it must not be written (it does not parse or compile).
+
+    The fix pass keeps the module it returns for the next fixer, so that each text
+    is parsed once (see :mod:`autograd_lint.model.cst_parse`).
+    """
     problem = python_rejects(text, path)  # first: libcst's parser is not safe on any depth
     if problem is not None:
         return problem[0]
     try:
-        cst.parse_module(text)
+        module = parse_module(text)
         compile(text, path, "exec", dont_inherit=True)
     except (cst.ParserSyntaxError, SyntaxError, ValueError) as error:
         return str(error).splitlines()[0] if str(error) else type(error).__name__
-    return None
+    return module
+
+
+def verify(text: str, path: str) -> str | None:
+    """Why ``text`` must not be written (it does not parse or compile), or None."""
+    checked = parse_checked(text, path)
+    return checked if isinstance(checked, str) else None
 
 
 def fix_source(
@@ -97,9 +108,15 @@ def fix_source(
     diagnostics = check_analysis(analysis, settings)
     result = FileFix(source.path, source.text, source.text, diagnostics)
     rules = fixable_rules(settings, source.path, unsafe)
-    if not rules or verify(source.text, source.path) is not None:
+    if not rules:
         return result
-    if cst.parse_module(source.text).code != source.text:
+    module = parse_checked(source.text, source.path)
+    if isinstance(module, str):
+        if any(rule.code == d.code for rule in rules for d in diagnostics):
+            # The analysis read it past libcst's limits (model.cst_parse); a fix can't be written from that.
+            result.errors.append(SourceError(source.path, f"not fixed: libcst cannot parse it ({module})"))
+        return result
+    if module.code != source.text:
         # libcst drops a form feed that precedes code on its line: fixing would change other lines.
         result.errors.append(SourceError(source.path, "libcst does not reproduce this file exactly; not fixed"))
         return result
@@ -112,20 +129,21 @@ def fix_source(
             if not mine or rule.code in failed:
                 continue
             try:
-                text = _apply(rule, analysis, mine)
+                text = _apply(rule, analysis, module, mine)
             except Exception as error:  # a bug in one fix must not stop the others, nor the file's check
                 failed.add(rule.code)
                 result.errors.append(SourceError(source.path, describe(error, f"fixing {rule.code}")))
                 continue
             if text == analysis.source.text:
                 continue
-            problem = verify(text, source.path)
-            if problem is not None:
+            checked = parse_checked(text, source.path)
+            if isinstance(checked, str):
                 failed.add(rule.code)
                 result.errors.append(
-                    SourceError(source.path, f"the {rule.code} fix gave code that does not parse ({problem})")
+                    SourceError(source.path, f"the {rule.code} fix gave code that does not parse ({checked})")
                 )
                 continue
+            module = checked
             analysis = analyze(SourceFile(source.path, text, source.module), known, settings, module_needs(settings))
             diagnostics = check_analysis(analysis, settings)
             changed = True
@@ -138,15 +156,16 @@ def fix_source(
     return result
 
 
-def _apply(rule: Rule, analysis: FileAnalysis, diagnostics: Sequence[Diagnostic]) -> str:
-    """The text of ``analysis``'s file after ``rule``'s fixer and the imports it asks for."""
+def _apply(rule: Rule, analysis: FileAnalysis, module: cst.Module, diagnostics: Sequence[Diagnostic]) -> str:
+    """The text of ``analysis``'s file, parsed as ``module``, after ``rule``'s fixer and the imports it asks for."""
     # libcst.codemod takes about a second to import; only --fix pays for it.
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
     assert rule.fixer is not None
     fixer = rule.fixer(analysis, diagnostics)
-    module = MetadataWrapper(cst.parse_module(analysis.source.text)).visit(fixer)
+    # No copy: a parsed module shares no node between two places, and visiting leaves it unchanged.
+    module = MetadataWrapper(module, unsafe_skip_copy=True).visit(fixer)
     context = CodemodContext(filename=analysis.source.path, full_module_name=analysis.source.module)
     for ref in fixer.unused_imports:
         RemoveImportsVisitor.remove_unused_import(context, ref.module, ref.obj, ref.asname)
@@ -208,10 +227,13 @@ def fix_diagnostic(source: SourceFile, settings: Settings, diagnostic: Diagnosti
     and a result that parses and compiles.
     """
     rule = rule_by_code(diagnostic.code)
-    if rule is None or rule.fixer is None or verify(source.text, source.path) is not None:
+    if rule is None or rule.fixer is None:
+        return None
+    module = parse_checked(source.text, source.path)
+    if isinstance(module, str):
         return None
     analysis = analyze(source, {}, settings, module_needs(settings))
-    text = _apply(rule(), analysis, [diagnostic])
+    text = _apply(rule(), analysis, module, [diagnostic])
     if text == source.text or verify(text, source.path) is not None:
         return None
     return text

@@ -15,6 +15,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from autograd_lint.model import semantic, traverse
+from autograd_lint.model.cst_parse import parse_for_analysis
 from autograd_lint.model.exprs import dotted_name, is_literal, is_none
 from autograd_lint.model.flow import return_statements as flow_returns
 from autograd_lint.model.imports import ImportMap
@@ -80,7 +81,7 @@ class ParsedUnit:
         ``line_map`` gives the file's line of each line of ``source`` (whose lines are
         then the file's lines, picked in order), instead of ``line_offset``.
         """
-        wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+        wrapper = MetadataWrapper(parse_for_analysis(source), unsafe_skip_copy=True)
         unit = cls(path, wrapper.module, line_offset, column_offset, enclosing, line_map=line_map)
         unit._wrapper = wrapper  # positions are computed when first asked for
         return unit
