@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import libcst as cst
 
@@ -36,23 +36,72 @@ def _field_order(node: cst.CSTNode) -> tuple[str, ...]:
     return order
 
 
+# Whether a field value's type is a libcst node: `isinstance(value, cst.CSTNode)` goes
+# through ABCMeta and was the largest single cost of a walk.
+_IS_NODE: dict[type, bool] = {}
+
+
+def _is_node_type(kind: type) -> bool:
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The child nodes of ``node``, in the order libcst visits them."""
     found: list[cst.CSTNode] = []
     for name in _field_order(node):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        kind = type(value)
+        if kind in (tuple, list):  # not typing.Sequence: its isinstance is slow
+            found.extend(item for item in value if _is_node_type(type(item)))
+        elif _is_node_type(kind):
             found.append(value)
-        elif type(value) in (tuple, list):  # not typing.Sequence: its isinstance is slow
-            found.extend(item for item in value if isinstance(item, cst.CSTNode))
+    return found
+
+
+# Per (visitor class, node type): its own visit_<Node> and leave_<Node>, or None where
+# the class only has libcst's empty defaults.
+_HOOKS: dict[tuple[type, type], tuple[Callable[..., Any] | None, Callable[..., Any] | None]] = {}
+
+
+def _hooks(visitor_type: type, node_type: type) -> tuple[Callable[..., Any] | None, Callable[..., Any] | None]:
+    key = (visitor_type, node_type)
+    found = _HOOKS.get(key)
+    if found is None:
+        hooks = []
+        for prefix in ("visit_", "leave_"):
+            name = prefix + node_type.__name__
+            hook = getattr(visitor_type, name, None)
+            hooks.append(None if hook is getattr(cst.CSTVisitor, name, None) else hook)
+        found = _HOOKS[key] = (hooks[0], hooks[1])
     return found
 
 
 def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """Walk ``node`` with ``visitor`` as ``node.visit(visitor)`` would, but faster."""
+    kind = type(visitor)
+    if kind.on_visit is cst.CSTVisitor.on_visit and kind.on_leave is cst.CSTVisitor.on_leave:
+        _visit_hooks(node, visitor, kind)
+    else:
+        _visit_overridden(node, visitor)
+
+
+def _visit_hooks(node: cst.CSTNode, visitor: cst.CSTVisitor, kind: type) -> None:
+    # What libcst's on_visit/on_leave do, with the method lookups cached per type.
+    enter, leave = _hooks(kind, type(node))
+    if enter is None or enter(visitor, node) is not False:
+        for child in children(node):
+            _visit_hooks(child, visitor, kind)
+    if leave is not None:
+        leave(visitor, node)
+
+
+def _visit_overridden(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     if visitor.on_visit(node):
         for child in children(node):
-            visit(child, visitor)
+            _visit_overridden(child, visitor)
     visitor.on_leave(node)
 
 
