@@ -82,11 +82,11 @@ DECLARED = {
     # factor, and its backward is the gradient for losses that do not depend on that
     # factor: not the derivative of forward's R.  Diagonalization's forward is Lanczos
     # with a relative jitter, an approximation of eigh whose derivative backward is
-    # (bench/gentests_verify_linear_operator.py): 100 times gradcheck's tolerances.
+    # (bench/gentests_verify_linear_operator.py): gradcheck passes at 10 times its tolerances.
     "linear_operator": '[tool.autograd-lint]\nsurrogate-gradients = {'
                        '"linear_operator.functions._root_decomposition.RootDecomposition" = ""}\n'
                        'gradcheck-tolerances = {'
-                       '"linear_operator.functions._diagonalization.Diagonalization" = "atol=1e-3, rtol=0.1"}\n',
+                       '"linear_operator.functions._diagonalization.Diagonalization" = "atol=1e-4, rtol=1e-2"}\n',
 }
 TEST_TIMEOUT = 1800
 
