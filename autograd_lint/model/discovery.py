@@ -60,15 +60,15 @@ class Target:
 
 def iter_targets(paths: Sequence[str | os.PathLike[str]], settings: Settings) -> Iterator[Target | SourceError]:
     """The Python files under ``paths``, sorted per directory, skipping excluded ones."""
-    patterns = settings.exclude + settings.extend_exclude
+    excluded = _Excludes(settings.exclude + settings.extend_exclude)
     for raw in paths:
         path = os.fspath(raw)
         if os.path.isdir(path):
             for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not _excluded(os.path.join(root, d), patterns))
+                dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
                 for name in sorted(files):
                     full = os.path.join(root, name)
-                    if name.endswith((".py", ".pyi")) and not _excluded(full, patterns):
+                    if name.endswith((".py", ".pyi")) and not excluded(full):
                         yield Target(full, explicit=False)
         elif os.path.exists(path):
             yield Target(path, explicit=True)
@@ -76,16 +76,29 @@ def iter_targets(paths: Sequence[str | os.PathLike[str]], settings: Settings) ->
             yield SourceError(path, "no such file or directory")
 
 
-def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
-    """Whether ``path``'s name, or the path itself, matches one of the glob ``patterns``."""
-    name = os.path.basename(path)
-    if any(fnmatch.fnmatch(name, p) for p in patterns):
-        return True
-    nested = [p for p in patterns if "/" in p]  # only these can match more than the name
-    if not nested:
-        return False
-    normalized = Path(path).as_posix()
-    return any(fnmatch.fnmatch(normalized, p) or fnmatch.fnmatch(normalized, f"*/{p}") for p in nested)
+class _Excludes:
+    """Whether a path's name, or the path itself, matches one of the exclude globs.
+
+    The globs are compiled into two regular expressions once per run: matching
+    each path against each glob with ``fnmatch`` took about 1 s of a 7 s run over
+    the torch tree (3,300 paths, 17 globs).
+    """
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        self._name = _any_of(patterns)
+        # Only globs with a "/" can match more than the name, anywhere below the root.
+        self._path = _any_of(tuple(q for p in patterns if "/" in p for q in (p, f"*/{p}")))
+
+    def __call__(self, path: str) -> bool:
+        if self._name is not None and self._name.match(os.path.normcase(os.path.basename(path))):
+            return True
+        return self._path is not None and self._path.match(os.path.normcase(Path(path).as_posix())) is not None
+
+
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(os.path.normcase(p))})" for p in patterns))
 
 
 @dataclass

@@ -33,12 +33,31 @@ def _is_stub(body: Sequence[cst.BaseStatement]) -> bool:
     return True
 
 
+def _guarded_by_any_input_grad(body: Sequence[cst.BaseStatement], ctx_name: str | None) -> Sequence[cst.BaseStatement]:
+    """The body of a final ``if any(ctx.needs_input_grad):`` (that test is always true when
+    autograd runs backward: a node exists only when some input needs a gradient, so its
+    ``else``, written or not, is unreachable); else ``body`` itself."""
+    last = body[-1] if body else None
+    if not isinstance(last, cst.If) or isinstance(last.orelse, cst.If) or ctx_name is None:
+        return body
+    test = last.test
+    if (
+        isinstance(test, cst.Call)
+        and dotted_name(test.func) == "any"
+        and len(test.args) == 1
+        and dotted_name(test.args[0].value) == f"{ctx_name}.needs_input_grad"
+    ):
+        return [*body[:-1], *flow.suite_body(last.body)]
+    return body
+
+
 class MissingReturn(Rule):
     """Checks that backward, vjp and jvp always end in a ``return`` with a value (or a
     ``raise``): a path that falls off the end of the body, or a bare ``return``,
     returns ``None``.  ``return None`` is accepted, since it deliberately means "no
     gradient".  Stub bodies (a docstring, ``...``, ``pass`` or ``raise NotImplementedError``)
-    and classes without an effective forward are skipped."""
+    and classes without an effective forward are skipped, and so is the fall-through of
+    a final ``if any(ctx.needs_input_grad):``, which autograd never takes."""
 
     code = "AGL015"
     title = "backward can end without `return`"
@@ -67,7 +86,7 @@ class MissingReturn(Rule):
                         f"{function.name}.{name} has a bare `return`, which returns no gradient; "
                         "return the gradients (or `return None` when that is meant)",
                     )
-            if flow.can_fall_through(body):
+            if flow.can_fall_through(_guarded_by_any_input_grad(body, method.ctx_name)):
                 yield Report(
                     method.position,
                     f"{function.name}.{name} can reach the end of its body without `return`, "
@@ -178,6 +197,34 @@ class MissingReturn(Rule):
                     while True:
                         check(grad)
                         return grad * 2
+            """
+        ),
+        # `any(ctx.needs_input_grad)` is true whenever autograd runs backward: the
+        # implicit `else` is unreachable.
+        Valid(
+            """
+            import torch
+
+            class Solve(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return torch.linalg.solve(a, b)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    if any(ctx.needs_input_grad):
+                        a, b = ctx.saved_tensors
+                        g = torch.linalg.solve(a.mT, grad)
+                        return -g @ torch.linalg.solve(a, b).mT, g
+
+            class SolveElse(Solve):
+                @staticmethod
+                def backward(ctx, grad):
+                    if any(ctx.needs_input_grad):
+                        return grad, grad
+                    else:
+                        pass
             """
         ),
     ]

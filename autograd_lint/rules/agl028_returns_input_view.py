@@ -130,11 +130,18 @@ class ReturnsInputView(Rule):
     that is the design: an identity forward that only records things on ctx
     (its backward does the work), a return inside a branch (a fast path when
     there is nothing to do), or an input forward writes in place (AGL008's
-    business: it wants mark_dirty, not a clone)."""
+    business: it wants mark_dirty, not a clone).
+
+    Off by default: the failure it predicts is loud (the error names the fix) and
+    happens only if a caller writes the output in place; on 23 real trees all 10 of
+    its findings were pass-through designs (collective regions, zero-copy views,
+    in-place kernels returning their buffer) that no caller writes
+    (docs/accuracy.md).  Select it where outputs are written in place."""
 
     code = "AGL028"
     title = "forward returns an input unchanged, or a view of an input"
     severity = Severity.WARNING
+    enabled_by_default = False
     why = (
         "Works until someone modifies the output in place, then: `RuntimeError: Output 0 of F is "
         "a view and is being modified inplace. This view was created inside a custom Function (or "
