@@ -101,7 +101,8 @@ def test_a_bad_declaration_is_one_line_and_the_tests_are_generated_without_it(
 def test_a_configured_value_that_is_not_a_table_of_strings_is_a_configuration_error(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(approx=APPROXIMATION.format(declaration=""))
-    pytester.makefile(".toml", pyproject='[tool.autograd-lint]\ngradcheck-tolerances = {"approx.TruncatedExp" = 1e-3}\n')
+    pytester.makefile(".toml", pyproject='[tool.autograd-lint]\n'
+                      'gradcheck-tolerances = {"approx.TruncatedExp" = 1e-3}\n')
     generated = gen_tests(pytester.path, "approx.py", "--out", "gen")
     assert generated.returncode == 2
     assert "gradcheck-tolerances: expected a table of 'pkg.module.Function' = 'atol=..., rtol=...'" in generated.stderr
