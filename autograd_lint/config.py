@@ -80,11 +80,16 @@ def _per_file_ignores(value: object, where: str) -> tuple[tuple[str, tuple[str, 
     )
 
 
-def _surrogate_gradients(value: object, where: str) -> tuple[tuple[str, str], ...]:
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise ConfigError(f"{where}: expected a table of 'pkg.module.Function' = 'reference or empty', got {value!r}")
-    qualified_names(list(value), where)
-    return tuple(sorted(value.items()))
+def _function_table(what: str) -> Callable[[object, str], tuple[tuple[str, str], ...]]:
+    """The parser of a table of ``'pkg.module.Function' = what`` (a string, checked by gen-tests)."""
+
+    def parse(value: object, where: str) -> tuple[tuple[str, str], ...]:
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise ConfigError(f"{where}: expected a table of 'pkg.module.Function' = {what}, got {value!r}")
+        qualified_names(list(value), where)
+        return tuple(sorted(value.items()))
+
+    return parse
 
 
 # key -> (Settings field, parse(value, where) -> the field's value)
@@ -97,7 +102,8 @@ KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "extend-exclude": ("extend_exclude", lambda v, w: tuple(_strings(v, w))),
     "extra-function-bases": ("extra_bases", lambda v, w: qualified_names(_strings(v, w), w)),
     "allowed-ctx-tensor-attributes": ("allowed_ctx_tensor_attributes", lambda v, w: identifiers(_strings(v, w), w)),
-    "surrogate-gradients": ("surrogate_gradients", _surrogate_gradients),
+    "surrogate-gradients": ("surrogate_gradients", _function_table("'reference or empty'")),
+    "gradcheck-tolerances": ("gradcheck_tolerances", _function_table("'atol=..., rtol=...'")),
     "uses-compile": ("uses_compile", lambda v, w: _boolean(v, w)),
 }
 

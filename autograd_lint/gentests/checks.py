@@ -30,6 +30,11 @@ class Check(enum.Enum):
     def harness_function(self) -> str:
         return _HARNESS_FUNCTIONS[self]
 
+    @property
+    def runs_gradcheck(self) -> bool:
+        """Whether the check compares with finite differences, so that a declared tolerance applies."""
+        return self in _GRADCHECK_FAMILY
+
 
 _HARNESS_FUNCTIONS = {
     Check.GRADCHECK: "check_gradcheck",
@@ -43,6 +48,9 @@ _HARNESS_FUNCTIONS = {
     Check.SURROGATE_REFERENCE: "check_surrogate_reference",
     Check.COMPILE_PARITY: "check_compile_parity",
 }
+
+_GRADCHECK_FAMILY = frozenset({Check.GRADCHECK, Check.GRADGRADCHECK, Check.FORWARD_AD, Check.UNDEFINED_GRAD,
+                               Check.VMAP})
 
 
 def disables_grad_materialisation(spec: FunctionSpec) -> bool:

@@ -25,6 +25,7 @@ from autograd_lint.gentests.literals import default_sources
 from autograd_lint.gentests.not_derivative import not_the_derivative
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
 from autograd_lint.gentests.surrogate import DeclarationError, Surrogate, declared_surrogate
+from autograd_lint.gentests.tolerance import Tolerance, declared_tolerance
 from autograd_lint.gentests.writer import FileState, compose, file_state, write_python_atomic
 from autograd_lint.model.spec import FunctionSpec
 
@@ -103,12 +104,12 @@ def group_by_module(specs: list[FunctionSpec], recorded: recording.Recording | N
 
 def plan_function(
     spec: FunctionSpec, specs: list[FunctionSpec], sites: list[CallSite], recorded: recording.Recording,
-    surrogate: Surrogate | None = None, compile_parity: bool = False,
+    surrogate: Surrogate | None = None, compile_parity: bool = False, tolerance: Tolerance | None = None,
 ) -> FunctionPlan:
     inputs: FunctionInputs = choose_inputs(
         spec, recorded.cases_for(spec), match_call_sites(spec, sites, specs), default_sources(spec)
     )
-    return FunctionPlan(spec, inputs, checks_for(spec, inputs, surrogate, compile_parity), surrogate)
+    return FunctionPlan(spec, inputs, checks_for(spec, inputs, surrogate, compile_parity), surrogate, tolerance)
 
 
 def _describe_only(analysis: object, settings: object) -> None:
@@ -164,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     op_origins: Counter[Origin] = Counter()
     stale: list[str] = []
     configured_surrogates = dict(settings.surrogate_gradients)
+    configured_tolerances = dict(settings.gradcheck_tolerances)
 
     def emit(out_path: str, text: str, what: str) -> None:
         state = file_state(out_path, text)
@@ -200,7 +202,12 @@ def run(args: argparse.Namespace) -> int:
                     hints.append(f"{spec.path}:{spec.position.line}: {spec.qualname}: backward plainly is not the "
                                  f"derivative of forward: {reason}; generated as a surrogate gradient with "
                                  "test_gradcheck expected to fail (declare it, or fix backward)")
-                plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity))
+                try:
+                    tolerance = declared_tolerance(spec, lines, configured_tolerances)
+                except DeclarationError as error:
+                    report(str(error))
+                    tolerance = None
+                plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity, tolerance))
             return plans, render_module(target.module, plans, root_from_test)
 
         hints: list[str] = []

@@ -23,6 +23,7 @@ from autograd_lint.gentests.inputs import (
     TensorInput,
 )
 from autograd_lint.gentests.surrogate import Surrogate
+from autograd_lint.gentests.tolerance import Tolerance
 from autograd_lint.model.spec import FunctionSpec
 
 RECORD_HINT = (
@@ -51,19 +52,21 @@ class FunctionPlan:
     inputs: FunctionInputs
     checks: tuple[Check, ...]
     surrogate: Surrogate | None = None
+    tolerance: Tolerance | None = None
 
     def check_arguments(self, check: Check) -> str:
         """What the harness call of ``check`` takes after ``(function, case``."""
+        tolerance = self.tolerance.arguments() if self.tolerance is not None and check.runs_gradcheck else ""
         surrogate = self.surrogate
         if surrogate is None:
-            return ""
+            return tolerance
         if check is Check.VMAP:
             return ", surrogate=True"
         if check is Check.SURROGATE_REFERENCE and surrogate.reference is not None:
             if surrogate.reference_is_import:
                 return f", reference=load_reference({_quoted(surrogate.reference)})"
             return f", reference={surrogate.reference}"
-        return ""
+        return tolerance
 
 
 def _tuple_source(items: tuple[float | int | bool | str, ...]) -> str:

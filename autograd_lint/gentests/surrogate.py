@@ -47,7 +47,7 @@ class Surrogate:
 
 
 class DeclarationError(Exception):
-    """A surrogate-gradient declaration whose reference is not a Python expression."""
+    """A declaration gen-tests cannot use: a reference that is not an expression, a bad :mod:`.tolerance`."""
 
 
 def check_reference(reference: str, where: str) -> str | None:
@@ -66,7 +66,7 @@ def check_reference(reference: str, where: str) -> str | None:
     return text
 
 
-def _comment_lines(spec: FunctionSpec, lines: Sequence[str]) -> list[tuple[int, str]]:
+def comment_lines(spec: FunctionSpec, lines: Sequence[str]) -> list[tuple[int, str]]:
     """The ``class`` line and the comment and decorator lines directly above it, as (line number, text)."""
     header = spec.position.line
     found = [(header, lines[header - 1])] if 0 < header <= len(lines) else []
@@ -88,7 +88,7 @@ def declared_surrogate(spec: FunctionSpec, lines: Sequence[str], configured: Map
     if spec.full_name in configured:
         return Surrogate(check_reference(configured[spec.full_name], f"[tool.autograd-lint] surrogate-gradients "
                                                                      f"{spec.full_name!r}"))
-    for number, text in _comment_lines(spec, lines):
+    for number, text in comment_lines(spec, lines):
         match = _DECLARATION.search(text)
         if match is not None:
             return Surrogate(check_reference(match.group("reference") or "", f"{spec.path}:{number}"))
