@@ -13,6 +13,7 @@ import importlib
 import itertools
 import os
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -506,19 +507,42 @@ def _where(seed: int = SEED) -> str:
     return f"seed {seed}" + (f"; reproduce with: pytest '{node}'" if node else "")
 
 
-def _run_gradcheck(what: str, function: Any, case: Case, run: Callable[..., bool], *, atol: float, rtol: float,
-                   double_backward: bool = False, **options: Any) -> None:
+def _raised_at(error: BaseException) -> str:
+    """`` (file:line, in name)`` of the innermost frame of ``error`` outside torch and this module, or ''.
+
+    An error raised by the Function's own Python code names the line to look at;
+    one raised by autograd's engine (in C++) has no such frame.
+    """
+    library = os.path.dirname(torch.__file__ or "") + os.sep
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if not frame.filename.startswith(library) and frame.filename != __file__]
+    return f" ({frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
+
+
+def _double_backward_note(function: Any, args: tuple[Any, ...]) -> str:
+    """Why double backward raised: autograd differentiating through a backward that was not written for it."""
+    first_order = _backward_error(function, args)
+    if first_order is not None:
+        return f"backward raises at first order too ({first_order}): see test_gradcheck\n"
+    return ("backward itself runs; the error comes from autograd differentiating through backward, which is not "
+            "@once_differentiable: every double backward through this Function (a Hessian, a gradient penalty) "
+            "raises it. Make backward differentiable, or decorate it with "
+            "@torch.autograd.function.once_differentiable (double backward then raises a clear error saying so)\n")
+
+
+def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callable[..., bool], *, atol: float,
+                   rtol: float, double_backward: bool = False, **options: Any) -> None:
     """Run gradcheck (or gradgradcheck) ``run``; on failure, fail with what was compared on which inputs.
 
     The message also says whether tolerances 100 times looser would pass, which
     tells a small mismatch (an approximate forward, an ill-conditioned point) from
-    one no tolerance explains, and names the declaration that accepts either.
+    one no tolerance explains, and names the declaration that accepts either.  An
+    exception other than gradcheck's own (raised by the Function, or by autograd
+    differentiating through backward) fails the test with the same header, chained.
     """
     args = make_args(function, case)
     call, inputs = _differentiable_call(function, args)
     options.setdefault("nondet_tol", _nondeterminism(call, inputs))
-    # Double backward also differentiates with respect to the output gradients.
-    options["fast_mode"] = _fast_mode(inputs + call(*inputs) if double_backward else inputs)
 
     def seeded_run(atol: float, rtol: float) -> None:
         # gradgradcheck's output gradients and fast mode's projections are drawn from
@@ -527,11 +551,19 @@ def _run_gradcheck(what: str, function: Any, case: Case, run: Callable[..., bool
             torch.manual_seed(SEED)
             run(call, inputs, atol=atol, rtol=rtol, **options)
 
+    where = f"inputs (float64): {_describe_inputs(args)}; {_where()}\n"
     try:
+        # Double backward also differentiates with respect to the output gradients.
+        options["fast_mode"] = _fast_mode(inputs + call(*inputs) if double_backward else inputs)
         seeded_run(atol, rtol)
         return
     except _GradcheckError as error:
         detail = str(error).strip()
+    except Exception as error:  # noqa: BLE001 - the Function's own error, reported with its context
+        note = _double_backward_note(function, args) if double_backward else ""
+        raise pytest.fail.Exception(
+            f"{function.__qualname__}: {check} raised {type(error).__name__}: {error}{_raised_at(error)}\n"
+            f"{where}{note}", pytrace=False) from error
     looser_atol, looser_rtol = atol * _LOOSER, rtol * _LOOSER
     try:
         seeded_run(looser_atol, looser_rtol)
@@ -547,7 +579,7 @@ def _run_gradcheck(what: str, function: Any, case: Case, run: Callable[..., bool
                         if options.get("nondet_tol") else "")
     pytest.fail(
         f"{function.__qualname__}: {what}\n"
-        f"inputs (float64): {_describe_inputs(args)}; {_where()}\n"
+        f"{where}"
         f"{looser}\n{nondeterministic}"
         f"gradcheck said: {detail}",
         pytrace=False,
@@ -556,14 +588,14 @@ def _run_gradcheck(what: str, function: Any, case: Case, run: Callable[..., bool
 
 def check_gradcheck(function: Any, case: Case, atol: float = _ATOL, rtol: float = _RTOL) -> None:
     """backward agrees with finite differences (within the declared tolerances, if any)."""
-    _run_gradcheck("backward differs from the finite-difference Jacobian of forward (gradcheck)",
+    _run_gradcheck("gradcheck", "backward differs from the finite-difference Jacobian of forward (gradcheck)",
                    function, case, torch.autograd.gradcheck, atol=atol, rtol=rtol, check_undefined_grad=False)
 
 
 def check_gradgradcheck(function: Any, case: Case, atol: float = _ATOL, rtol: float = _RTOL) -> None:
     """backward is itself differentiable, correctly."""
     _run_gradcheck(
-        "double backward differs from finite differences of backward (gradgradcheck). backward is not "
+        "gradgradcheck (double backward)", "double backward differs from finite differences of backward (gradgradcheck). backward is not "
         "@once_differentiable, so autograd differentiates through it and returns this wrong second "
         "derivative silently; if it is not meant to be differentiated twice, decorate it with "
         "@once_differentiable",
@@ -589,14 +621,14 @@ def check_once_differentiable(function: Any, case: Case) -> None:
 
 def check_forward_ad(function: Any, case: Case, atol: float = _ATOL, rtol: float = _RTOL) -> None:
     """jvp agrees with finite differences (forward-mode AD)."""
-    _run_gradcheck("jvp differs from finite differences of forward (gradcheck, check_forward_ad=True)",
+    _run_gradcheck("gradcheck(check_forward_ad=True)", "jvp differs from finite differences of forward (gradcheck, check_forward_ad=True)",
                    function, case, torch.autograd.gradcheck, atol=atol, rtol=rtol, check_forward_ad=True,
                    check_backward_ad=False, check_undefined_grad=False)
 
 
 def check_undefined_grad(function: Any, case: Case, atol: float = _ATOL, rtol: float = _RTOL) -> None:
     """backward treats undefined (``None``) output gradients as zeros."""
-    _run_gradcheck("backward mishandles undefined (None) output gradients (gradcheck, check_undefined_grad=True)",
+    _run_gradcheck("gradcheck(check_undefined_grad=True)", "backward mishandles undefined (None) output gradients (gradcheck, check_undefined_grad=True)",
                    function, case, torch.autograd.gradcheck, atol=atol, rtol=rtol, check_undefined_grad=True)
 
 

@@ -190,3 +190,60 @@ def test_a_searched_number_that_backward_calls_is_a_skip_not_a_failure() -> None
     with pytest.raises(pytest.skip.Exception, match=r"raised TypeError: 'int' object is not callable with numbers "
                                                     r"searched for the argument\(s\) at position\(s\) \[0\]"):
         harness.check_gradcheck(CallableOnCtx, Case((any_scalar(), any_tensor())))
+
+
+class InplaceInBackward(torch.autograd.Function):
+    """exp, whose backward changes in place a tensor autograd saves when it differentiates through backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        e = x.exp()
+        result = grad * e
+        e.mul_(1.0)
+        return result
+
+
+def test_double_backward_that_raises_fails_with_which_check_the_inputs_and_the_fix() -> None:
+    harness.check_gradcheck(InplaceInBackward, Case((tensor((3, 4)),)))
+    with pytest.raises(pytest.fail.Exception) as failure:
+        harness.check_gradgradcheck(InplaceInBackward, Case((tensor((3, 4)),)))
+    message = str(failure.value)
+    assert message.startswith("InplaceInBackward: gradgradcheck (double backward) raised RuntimeError: one of the "
+                              "variables needed for gradient computation has been modified by an inplace operation")
+    assert "inputs (float64): #0: tensor (3, 4) float64, requires_grad; seed 0" in message
+    assert ("backward itself runs; the error comes from autograd differentiating through backward, which is not "
+            "@once_differentiable") in message
+    assert "decorate it with @torch.autograd.function.once_differentiable" in message
+    assert isinstance(failure.value.__cause__, RuntimeError)
+
+
+class ScalarInBackward(torch.autograd.Function):
+    """x ** 2, whose backward was written for one-element tensors only."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * float(x)
+
+
+def test_an_error_of_the_functions_own_code_fails_with_the_line_that_raised() -> None:
+    with pytest.raises(pytest.fail.Exception) as failure:
+        harness.check_gradcheck(ScalarInBackward, Case((tensor((3, 4)),)))
+    message = str(failure.value)
+    assert message.startswith("ScalarInBackward: gradcheck raised ValueError: only one element tensors can be "
+                              "converted to Python scalars")
+    assert f"({__file__}:" in message and ", in backward)" in message
+    assert "inputs (float64): #0: tensor (3, 4) float64, requires_grad; seed 0" in message
+    assert "once_differentiable" not in message
+    assert isinstance(failure.value.__cause__, ValueError)
