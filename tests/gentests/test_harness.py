@@ -247,3 +247,30 @@ def test_an_error_of_the_functions_own_code_fails_with_the_line_that_raised() ->
     assert "inputs (float64): #0: tensor (3, 4) float64, requires_grad; seed 0" in message
     assert "once_differentiable" not in message
     assert isinstance(failure.value.__cause__, ValueError)
+
+
+def _scaled_sine(factor: float) -> type:
+    """sin, whose backward is cos scaled by ``factor``."""
+
+    class ScaledSine(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.sin()
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * x.cos() * factor
+
+    return ScaledSine
+
+
+@pytest.mark.parametrize(("factor", "verdict"), [
+    (1.003, "in float32 (eps=0.001, atol=0.001, rtol=0.01): passes (the mismatch is below what float32 resolves)"),
+    (1.05, "in float32 (eps=0.001, atol=0.001, rtol=0.01): fails too"),
+])
+def test_a_gradcheck_failure_says_whether_float32_would_see_it(factor: float, verdict: str) -> None:
+    with pytest.raises(pytest.fail.Exception) as failure:
+        harness.check_gradcheck(_scaled_sine(factor), Case((tensor((3, 4)),)))
+    assert verdict in str(failure.value).splitlines()
