@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 
-from autograd_lint.gentests.inputs import FunctionInputs
+from autograd_lint.gentests.inputs import FunctionInputs, TensorInput
 from autograd_lint.gentests.surrogate import Surrogate
 from autograd_lint.model.spec import FunctionSpec
 
@@ -16,6 +16,7 @@ class Check(enum.Enum):
     """A generated test: the value is the test method's name without ``test_``."""
 
     GRADCHECK = "gradcheck"
+    NON_CONTIGUOUS = "gradcheck_non_contiguous"
     GRADGRADCHECK = "gradgradcheck"
     ONCE_DIFFERENTIABLE = "double_backward_raises"
     FORWARD_AD = "forward_ad"
@@ -38,6 +39,7 @@ class Check(enum.Enum):
 
 _HARNESS_FUNCTIONS = {
     Check.GRADCHECK: "check_gradcheck",
+    Check.NON_CONTIGUOUS: "check_gradcheck_non_contiguous",
     Check.GRADGRADCHECK: "check_gradgradcheck",
     Check.ONCE_DIFFERENTIABLE: "check_once_differentiable",
     Check.FORWARD_AD: "check_forward_ad",
@@ -49,8 +51,8 @@ _HARNESS_FUNCTIONS = {
     Check.COMPILE_PARITY: "check_compile_parity",
 }
 
-_GRADCHECK_FAMILY = frozenset({Check.GRADCHECK, Check.GRADGRADCHECK, Check.FORWARD_AD, Check.UNDEFINED_GRAD,
-                               Check.VMAP})
+_GRADCHECK_FAMILY = frozenset({Check.GRADCHECK, Check.NON_CONTIGUOUS, Check.GRADGRADCHECK, Check.FORWARD_AD,
+                               Check.UNDEFINED_GRAD, Check.VMAP})
 
 
 def disables_grad_materialisation(spec: FunctionSpec) -> bool:
@@ -59,6 +61,19 @@ def disables_grad_materialisation(spec: FunctionSpec) -> bool:
         call.args and call.args[0].text == "False"
         for method in spec.effective_methods.values()
         for call in method.calls("set_materialize_grads")
+    )
+
+
+def _may_pass_a_matrix(inputs: FunctionInputs) -> bool:
+    """Whether a case may have a floating tensor input of 2 or more dimensions, none of size 1.
+
+    Only such an input can be passed non-contiguous with its shape kept (transposed
+    memory layout); a searched shape may turn out to be one.
+    """
+    return any(
+        isinstance(arg, TensorInput) and arg.is_differentiable
+        and (arg.shape is None or (len(arg.shape) >= 2 and min(arg.shape[-2:]) > 1))
+        for case in inputs.cases for arg in case.args
     )
 
 
@@ -86,6 +101,8 @@ def checks_for(
             checks.append(Check.ONCE_DIFFERENTIABLE)
     else:
         checks = [Check.GRADCHECK]
+        if _may_pass_a_matrix(inputs):
+            checks.append(Check.NON_CONTIGUOUS)
         checks.append(Check.ONCE_DIFFERENTIABLE if backward.is_once_differentiable else Check.GRADGRADCHECK)
         if spec.method("jvp") is not None:
             checks.append(Check.FORWARD_AD)

@@ -445,7 +445,15 @@ def _symmetric_positions(args: tuple[Any, ...], positions: list[int]) -> list[in
     return [i for i in positions if _is_symmetric(args[i])]
 
 
-def _differentiable_call(function: Any, args: tuple[Any, ...]) -> tuple[DifferentiableCall, tuple[torch.Tensor, ...]]:
+def _transposable_positions(args: tuple[Any, ...]) -> list[int]:
+    """The floating tensor inputs that a transposed memory layout makes non-contiguous (2-D and up, no size 1)."""
+    return [i for i, a in enumerate(args)
+            if isinstance(a, torch.Tensor) and a.layout == torch.strided and _is_differentiable_dtype(a.dtype)
+            and a.dim() >= 2 and a.shape[-1] > 1 and a.shape[-2] > 1]
+
+
+def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Sequence[int] = (),
+                         ) -> tuple[DifferentiableCall, tuple[torch.Tensor, ...]]:
     """``apply`` as a function of the inputs that require grad, returning differentiable outputs.
 
     A symmetric matrix input (a covariance, a kernel matrix, recorded or with recorded
@@ -453,7 +461,8 @@ def _differentiable_call(function: Any, args: tuple[Any, ...]) -> tuple[Differen
     then perturb it symmetrically, as its domain requires (an eigendecomposition's
     backward is only defined for symmetric inputs), and the checked gradient is
     backward's projected onto symmetric matrices.  Every call seeds torch's CPU
-    random generator alike (inside a forked RNG state).
+    random generator alike (inside a forked RNG state).  The inputs at ``transposed``,
+    laid out transposed in memory, stay so after symmetrisation.
     """
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
     symmetric = set(_symmetric_positions(args, positions))
@@ -462,6 +471,9 @@ def _differentiable_call(function: Any, args: tuple[Any, ...]) -> tuple[Differen
         full = list(args)
         for position, value in zip(positions, inputs):
             full[position] = (value + value.mT) / 2 if position in symmetric else value
+        for position in transposed:
+            if full[position].is_contiguous():  # symmetrised: a new tensor
+                full[position] = full[position].mT.contiguous().mT
         # The same random numbers at every call: a forward that draws some (a random
         # start vector, a dropout mask) is then a function finite differences can check.
         with torch.random.fork_rng(devices=[]):
@@ -571,7 +583,7 @@ def _float32_verdict(function: Any, case: Case, args: tuple[Any, ...], run: Call
 
 
 def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callable[..., bool], *, atol: float,
-                   rtol: float, double_backward: bool = False, **options: Any) -> None:
+                   rtol: float, double_backward: bool = False, non_contiguous: bool = False, **options: Any) -> None:
     """Run gradcheck (or gradgradcheck) ``run``; on failure, fail with what was compared on which inputs.
 
     The message also says whether tolerances 100 times looser would pass, which
@@ -579,12 +591,25 @@ def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callab
     one no tolerance explains, and names the declaration that accepts either.  An
     exception other than gradcheck's own (raised by the Function, or by autograd
     differentiating through backward) fails the test with the same header, chained.
+
+    With ``non_contiguous``, the floating inputs of 2 or more dimensions are passed
+    not contiguous; a failure is reported only if the same check passes on
+    contiguous inputs (else it is test_gradcheck's to report, and the test skips).
     """
     args = make_args(function, case)
-    call, inputs = _differentiable_call(function, args)
+    transposed = _transposable_positions(args) if non_contiguous else []
+    if non_contiguous and not transposed:
+        pytest.skip(f"{function.__qualname__}: the case has no floating-point tensor input of 2 or more dimensions "
+                    "(none of size 1) that could be passed non-contiguous")
+    for position in transposed:
+        # In place, keeping the tensor: an object among the arguments that holds it (an
+        # ODE function and its parameters) sees the same layout and gradcheck's perturbations.
+        args[position].data = args[position].data.mT.contiguous().mT
+    call, inputs = _differentiable_call(function, args, transposed)
     options.setdefault("nondet_tol", _nondeterminism(call, inputs))
 
-    def seeded_run(atol: float, rtol: float) -> None:
+    def seeded_run(atol: float, rtol: float, call: DifferentiableCall = call,
+                   inputs: tuple[torch.Tensor, ...] = inputs) -> None:
         # gradgradcheck's output gradients and fast mode's projections are drawn from
         # torch's global generator: seeded, the verdict does not depend on earlier tests.
         with torch.random.fork_rng(devices=[]):
@@ -592,6 +617,7 @@ def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callab
             run(call, inputs, atol=atol, rtol=rtol, **options)
 
     where = f"inputs (float64): {_describe_inputs(args)}; {_where()}\n"
+    raised: Exception | None = None
     try:
         # Double backward also differentiates with respect to the output gradients.
         options["fast_mode"] = _fast_mode(inputs + call(*inputs) if double_backward else inputs)
@@ -600,10 +626,37 @@ def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callab
     except _GradcheckError as error:
         detail = str(error).strip()
     except Exception as error:  # noqa: BLE001 - the Function's own error, reported with its context
+        raised = error
+    if transposed:
+        try:
+            seeded_run(atol, rtol, *_differentiable_call(function, make_args(function, case)))
+        except Exception as error:  # noqa: BLE001 - any failure: not a question of layout
+            pytest.skip(f"{function.__qualname__}: gradcheck fails on contiguous inputs too "
+                        f"({type(error).__name__}; test_gradcheck reports it): not a question of memory layout")
+        where += (f"inputs {', '.join(f'#{i}' for i in transposed)} were passed non-contiguous (the same values, "
+                  "memory laid out transposed: x.mT.contiguous().mT); gradcheck passes with all inputs contiguous: "
+                  "the Function assumes contiguous memory (a .view, data_ptr or stride arithmetic, a kernel called "
+                  "without .contiguous())\n")
+    if raised is not None:
         note = _double_backward_note(function, args) if double_backward else ""
         raise pytest.fail.Exception(
-            f"{function.__qualname__}: {check} raised {type(error).__name__}: {error}{_raised_at(error)}\n"
-            f"{where}{note}", pytrace=False) from error
+            f"{function.__qualname__}: {check} raised {type(raised).__name__}: {raised}{_raised_at(raised)}\n"
+            f"{where}{note}", pytrace=False) from raised
+    # A layout failure is not a question of precision: the contiguous run passed at these tolerances.
+    precision = "" if transposed else _precision(function, case, args, run, seeded_run, atol, rtol, options)
+    nondeterministic = (f"backward is nondeterministic: nondet_tol={options['nondet_tol']:.3g} was used\n"
+                        if options.get("nondet_tol") else "")
+    pytest.fail(
+        f"{function.__qualname__}: {what}\n"
+        f"{where}{precision}{nondeterministic}"
+        f"gradcheck said: {detail}",
+        pytrace=False,
+    )
+
+
+def _precision(function: Any, case: Case, args: tuple[Any, ...], run: Callable[..., bool],
+               seeded_run: Callable[[float, float], None], atol: float, rtol: float, options: dict[str, Any]) -> str:
+    """Two lines on a failed comparison: whether it passes 100 times looser, and in float32."""
     looser_atol, looser_rtol = atol * _LOOSER, rtol * _LOOSER
     try:
         seeded_run(looser_atol, looser_rtol)
@@ -615,22 +668,27 @@ def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callab
         looser = (f"fails at atol={atol:g}, rtol={rtol:g} and {_LOOSER} times looser: not a precision problem; "
                   "a wrong formula unless the gradient is deliberately not the derivative (meant only for some "
                   "losses, or a surrogate: declare it with # autograd-lint: surrogate-gradient)")
-    float32 = _float32_verdict(function, case, args, run, atol, rtol, options)
-    nondeterministic = (f"backward is nondeterministic: nondet_tol={options['nondet_tol']:.3g} was used\n"
-                        if options.get("nondet_tol") else "")
-    pytest.fail(
-        f"{function.__qualname__}: {what}\n"
-        f"{where}"
-        f"{looser}\n{float32}\n{nondeterministic}"
-        f"gradcheck said: {detail}",
-        pytrace=False,
-    )
+    return f"{looser}\n{_float32_verdict(function, case, args, run, atol, rtol, options)}\n"
 
 
 def check_gradcheck(function: Any, case: Case, atol: float = _ATOL, rtol: float = _RTOL) -> None:
     """backward agrees with finite differences (within the declared tolerances, if any)."""
     _run_gradcheck("gradcheck", "backward differs from the finite-difference Jacobian of forward (gradcheck)",
                    function, case, torch.autograd.gradcheck, atol=atol, rtol=rtol, check_undefined_grad=False)
+
+
+def check_gradcheck_non_contiguous(function: Any, case: Case, atol: float = _ATOL, rtol: float = _RTOL) -> None:
+    """backward agrees with finite differences when the inputs are not contiguous, as it does when they are.
+
+    A kernel that assumes contiguous memory (a ``.view`` of an input or a saved
+    tensor, pointer or stride arithmetic, a C extension given ``x`` without
+    ``.contiguous()``) is right on the fresh tensors of most tests and wrong, or
+    raising, on a transposed weight or a slice.
+    """
+    _run_gradcheck("gradcheck with non-contiguous inputs",
+                   "backward and the finite-difference Jacobian of forward disagree on non-contiguous inputs "
+                   "(gradcheck)", function, case, torch.autograd.gradcheck, atol=atol, rtol=rtol,
+                   non_contiguous=True, check_undefined_grad=False)
 
 
 def check_gradgradcheck(function: Any, case: Case, atol: float = _ATOL, rtol: float = _RTOL) -> None:

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.slow
 
 FUNCTION_COUNT = 26
 ALL_CHECKS = {
-    "test_gradcheck", "test_gradgradcheck", "test_double_backward_raises", "test_forward_ad",
-    "test_vmap", "test_undefined_grad", "test_non_tensor_grads_are_none",
+    "test_gradcheck", "test_gradcheck_non_contiguous", "test_gradgradcheck", "test_double_backward_raises",
+    "test_forward_ad", "test_vmap", "test_undefined_grad", "test_non_tensor_grads_are_none",
 }
 
 
