@@ -754,12 +754,14 @@ def check_vmap(function: Any, case: Case, surrogate: bool = False, atol: float =
             torch.testing.assert_close(batched_output, expected)
     if surrogate:
         return
-    call, inputs = _differentiable_call(function, first)
-    # Batched forward-mode gradients too, where the Function has a jvp.
+    # Batched forward-mode gradients too, where the Function has a jvp.  The inputs
+    # are the first sample's: make_args at the default seed.
     forward_ad = getattr(function, "jvp", None) is not torch.autograd.Function.jvp
-    torch.autograd.gradcheck(call, inputs, atol=atol, rtol=rtol, check_batched_grad=True, check_undefined_grad=False,
-                             check_forward_ad=forward_ad, check_batched_forward_grad=forward_ad,
-                             nondet_tol=_nondeterminism(call, inputs), fast_mode=_fast_mode(inputs))
+    _run_gradcheck("gradcheck(check_batched_grad=True)",
+                   "gradients computed under vmap differ from the unbatched ones or from finite differences "
+                   "(gradcheck, check_batched_grad=True)", function, case, torch.autograd.gradcheck, atol=atol,
+                   rtol=rtol, check_batched_grad=True, check_undefined_grad=False, check_forward_ad=forward_ad,
+                   check_batched_forward_grad=forward_ad)
 
 
 def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:
