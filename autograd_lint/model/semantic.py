@@ -211,6 +211,8 @@ class MethodModel:
     # ids of the attribute loads that a comprehension evaluates once per item (its element,
     # conditions and inner iterables; not its outermost iterable).
     per_item_reads: set[int] = field(default_factory=set)
+    # Every binding, each once, in the order the walk first made it (see :meth:`all_bindings`).
+    ordered: list[Binding] = field(default_factory=list)
     # id(node) -> the node enclosing it; built when first asked (see :meth:`parent`).
     _parents: dict[int, cst.CSTNode] | None = field(default=None, repr=False)
 
@@ -222,6 +224,13 @@ class MethodModel:
     def bindings_of(self, name: str) -> list[Binding]:
         """Every binding of ``name``, the parameter first, then in text order."""
         return self.bindings.get(name, [])
+
+    def all_bindings(self) -> list[Binding]:
+        """Every binding of the body, each once, in the order the walk first makes it: the
+        parameters, then the text order (a loop body's bindings once; a ``try``'s handlers
+        before its ``else``), whatever their names.  Code after a ``return`` or ``raise`` in
+        the same block is not walked, so binds nothing."""
+        return self.ordered
 
     def is_rebound(self, name: str) -> bool:
         """Whether the body gives ``name`` another value anywhere (narrowings do not count)."""
@@ -582,6 +591,7 @@ class _Walker:
             binding = Binding(name, How.PARAMETER, param, None, kind)
             self.model.params[name] = binding
             self.model.bindings.setdefault(name, []).append(binding)
+            self.model.ordered.append(binding)
             env[name] = frozenset({binding})
             if param.default is not None:
                 self._expr(param.default, {})
@@ -604,6 +614,7 @@ class _Walker:
         if binding is None:
             binding = self.made[key] = Binding(name, how, site, value, kind, aliases)
             self.model.bindings.setdefault(name, []).append(binding)
+            self.model.ordered.append(binding)
         else:  # a loop body walked again: the same site, reached by more bindings now
             binding.kind = join((binding.kind, kind))
             binding.aliases = tuple(dict.fromkeys((*binding.aliases, *aliases)))

@@ -84,6 +84,37 @@ def test_loads_follow_the_text_through_try_except_else() -> None:
     assert list(model.bindings)[-4:] == ["a", "b", "c", "d"]
 
 
+# -- every binding, in walk order ---------------------------------------------------
+def test_all_bindings_in_walk_order_each_once() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad, *rest):
+            a = grad
+            for i in range(2):
+                b = a * i
+                a = b
+            try:
+                c = a
+            except ValueError as e:
+                d = 0
+            else:
+                c = 1
+            if c is not None:
+                pass
+            return a
+            dead = 1
+        """
+    )
+    found = model.all_bindings()
+    assert [(b.name, b.how) for b in found if b.how is not How.NARROWING] == [
+        ("ctx", How.PARAMETER), ("grad", How.PARAMETER), ("rest", How.PARAMETER),
+        ("a", How.ASSIGNMENT), ("i", How.FOR), ("b", How.ASSIGNMENT), ("a", How.ASSIGNMENT),
+        ("c", How.ASSIGNMENT), ("e", How.EXCEPT), ("d", How.ASSIGNMENT), ("c", How.ASSIGNMENT),
+    ]
+    assert len(found) == len({id(b) for b in found})
+    assert {id(b) for b in found} == {id(b) for every in model.bindings.values() for b in every}
+
+
 # -- the tree ------------------------------------------------------------------------
 def test_parent_and_ancestors() -> None:
     model = model_of(
