@@ -441,6 +441,49 @@ class MethodModel:
         return None
 
 
+class BindingFacts:
+    """Facts that a rule computes per binding of one body, in walk order, to a fixed point.
+
+    A binding's facts come from its value expression, through the facts of the bindings
+    that reach the names it reads (:meth:`reaching`).  The guard against cycles through
+    loops: a binding not computed yet (one a loop body makes after the use it reaches, at
+    the loop's top) reads as having none.  When the first round read such a binding,
+    rounds repeat until one changes nothing, so ``compute`` must only ever add facts (a
+    fact once found is kept), and the rounds end.  Straight-line code takes one round.
+    """
+
+    def __init__(self, model: MethodModel) -> None:
+        self.model = model
+        self.rank = {b: i for i, b in enumerate(model.all_bindings())}
+        self.done: set[Binding] = set(self.rank)
+        self.ahead = False  # whether a binding not computed yet was read
+        self.rounds = 0
+
+    def reaching(self, use: cst.Name) -> list[Binding]:
+        """The bindings whose value ``use`` reads (narrowings followed), in walk order."""
+        found = self.model.unnarrowed(self.model.reaching(use))
+        if len(found) > 1:
+            found.sort(key=self.rank.__getitem__)
+        if not self.ahead and any(b not in self.done for b in found):
+            self.ahead = True
+        return found
+
+    def solve(self, computed: Sequence[Binding], compute: Callable[[Binding], bool]) -> None:
+        """Runs ``compute`` (true when it found a new fact) over ``computed``, in walk order,
+        reading facts at uses through :meth:`reaching`; any other binding has its facts
+        from the start."""
+        self.done.difference_update(computed)
+        for binding in computed:
+            compute(binding)
+            self.done.add(binding)
+        self.rounds = 1
+        if self.ahead:
+            while True:
+                self.rounds += 1
+                if not any([compute(b) for b in computed]):  # a list: every binding, each round
+                    break
+
+
 def _origins(expr: cst.BaseExpression, reaching: Callable[[cst.Name], frozenset[Binding]]) -> frozenset[Binding]:
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
         method = expr.func.attr.value

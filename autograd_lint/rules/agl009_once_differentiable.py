@@ -30,7 +30,7 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.model.semantic import Binding, How, MethodModel, Sink
+from autograd_lint.model.semantic import Binding, BindingFacts, How, Sink
 from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 
 if TYPE_CHECKING:
@@ -70,44 +70,6 @@ class _Taint:
     is_scalar: bool
 
 
-class _PerBinding:
-    """Computes facts per binding of one body (from its semantic model), in walk order, to a
-    fixed point.
-
-    A binding's facts come from its value expression, through the facts of the bindings
-    that reach the names it reads (:meth:`reaching`).  The guard against cycles through
-    loops: a binding not computed yet (one a loop body makes after the use it reaches, at
-    the loop's top) reads as having none.  When the first round read such a binding, rounds
-    repeat until one changes nothing; a fact once found is kept, so they end.
-    """
-
-    def __init__(self, model: MethodModel) -> None:
-        self.model = model
-        self.rank = {b: i for i, b in enumerate(model.all_bindings())}
-        self.done: set[Binding] = set(self.rank)
-        self.ahead = False  # whether a binding not computed yet was read
-
-    def reaching(self, use: cst.Name) -> list[Binding]:
-        """The bindings whose value ``use`` reads (narrowings followed), in walk order."""
-        found = self.model.unnarrowed(self.model.reaching(use))
-        if len(found) > 1:
-            found.sort(key=self.rank.__getitem__)
-        if not self.ahead and any(b not in self.done for b in found):
-            self.ahead = True
-        return found
-
-    def solve(self, computed: Sequence[Binding], compute: Callable[[Binding], bool]) -> None:
-        """Runs ``compute`` (true when it found a new fact) over ``computed``, in walk order;
-        every other binding has its facts from the start."""
-        self.done.difference_update(computed)
-        for binding in computed:
-            compute(binding)
-            self.done.add(binding)
-        if self.ahead:
-            while any([compute(b) for b in computed]):  # a list: every binding, each round
-                pass
-
-
 class _BackwardFlow:
     """Follows values cut off from autograd in one backward body to its ``return``.
 
@@ -137,7 +99,7 @@ class _BackwardFlow:
         self.tracked: set[Binding] = {b for b in model.params.values() if b.name in grads}
         self.taints: dict[Binding, _Taint] = {}
         self.no_grad_blocks = self._no_grad_blocks()
-        self.facts = _PerBinding(model)
+        self.facts = BindingFacts(model)
         computed = [
             b for b in model.all_bindings()
             if isinstance(b.site, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor))
@@ -390,7 +352,7 @@ class _Intermediates:
         # Bindings computed from the differentiable inputs (a plain or unpacking assignment
         # whose value reads one), starting from the inputs themselves.
         self.derived: set[Binding] = {b for b in model.params.values() if b.name in differentiable}
-        self.facts = _PerBinding(model)
+        self.facts = BindingFacts(model)
         computed = [b for b in model.all_bindings() if b.is_rebinding and _value_of(b)[0] is not None]
         self.facts.solve(computed, self._compute)
 

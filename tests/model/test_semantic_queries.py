@@ -7,9 +7,9 @@ import textwrap
 
 import libcst as cst
 
-from autograd_lint.model import semantic
+from autograd_lint.model import semantic, traverse
 from autograd_lint.model.imports import ImportMap
-from autograd_lint.model.semantic import How, MethodModel
+from autograd_lint.model.semantic import Binding, BindingFacts, How, MethodModel
 
 
 def model_of(source: str) -> MethodModel:
@@ -113,6 +113,63 @@ def test_all_bindings_in_walk_order_each_once() -> None:
     ]
     assert len(found) == len({id(b) for b in found})
     assert {id(b) for b in found} == {id(b) for every in model.bindings.values() for b in every}
+
+
+# -- facts per binding ----------------------------------------------------------------
+def derived_from_x(source: str) -> tuple[list[tuple[str, int]], BindingFacts]:
+    """The bindings computed from ``x`` (directly or through others), as (name, position in
+    walk order), and the solver that found them."""
+    model = model_of(source)
+    facts = BindingFacts(model)
+    derived: set[Binding] = {model.params["x"]}
+
+    def compute(binding: Binding) -> bool:
+        if binding in derived or binding.value is None:
+            return False
+        reads = [n for n in traverse.walk(binding.value) if isinstance(n, cst.Name)]
+        if any(b in derived for use in reads for b in facts.reaching(use)):
+            derived.add(binding)
+            return True
+        return False
+
+    computed = [b for b in model.all_bindings() if b.how is How.ASSIGNMENT]
+    facts.solve(computed, compute)
+    order = model.all_bindings()
+    return [(b.name, order.index(b)) for b in order if b in derived], facts
+
+
+def test_binding_facts_straight_line_take_one_round() -> None:
+    found, facts = derived_from_x(
+        """
+        def forward(ctx, x, w):
+            a = w * 2
+            b = x + a
+            a = b
+            c = w
+            return a
+        """
+    )
+    assert [name for name, _ in found] == ["x", "b", "a"]
+    assert facts.rounds == 1
+
+
+def test_binding_facts_follow_a_loop_back_to_its_top() -> None:
+    found, facts = derived_from_x(
+        """
+        def forward(ctx, x, w):
+            c = w
+            b = w
+            for _ in range(3):
+                a = b * 2
+                if a is not None:
+                    c = a
+                b = x
+            return c
+        """
+    )
+    # `a` reads the `b = x` of the previous round; `c = a` reads `a` through its narrowing.
+    assert [name for name, _ in found] == ["x", "a", "c", "b"]
+    assert facts.rounds == 3  # the first round read `b = x` before computing it; one round to confirm
 
 
 # -- the tree ------------------------------------------------------------------------
