@@ -14,7 +14,7 @@ import itertools
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pytest
 import torch
@@ -25,11 +25,18 @@ from autograd_lint.gentests.render import RECORD_HINT
 # Random values are drawn from these domains, in this order, until the forward
 # returns finite outputs: signed values away from zero keep kinks (relu, abs) out
 # of gradcheck's finite differences; the positive and unit-interval domains serve
-# log/sqrt/reciprocal and asin/logit-like Functions.
+# log/sqrt/reciprocal and asin/logit-like Functions.  In the positive-definite
+# domain each searched square matrix (or batch of them) is symmetric positive
+# definite and other searched tensors are positive: for Cholesky factors, solves
+# and log-determinants, which raise or give NaN on random matrices.  It comes
+# before "positive" so that a matrix whose lower triangle happens to be positive
+# definite (all cholesky reads) is not taken for a symmetric one.
 Domain = tuple[str, float, float, bool]
+POSITIVE_DEFINITE = "positive_definite"
 DOMAINS: tuple[Domain, ...] = (
     # name, low, high, random sign
     ("signed", 0.5, 1.5, True),
+    (POSITIVE_DEFINITE, 0.5, 1.5, False),
     ("positive", 0.5, 1.5, False),
     ("unit", 0.1, 0.9, False),
 )
@@ -209,13 +216,22 @@ def _drawn_values(shape: tuple[int, ...], dtype: torch.dtype, domain: Domain,
     if not _is_differentiable_dtype(dtype):
         # 0 and 1 are valid indices along any dimension of the candidate shapes.
         return torch.randint(0, 2, shape, generator=generator).to(dtype)
-    _, low, high, signed = domain
+    name, low, high, signed = domain
     real = torch.float64
+    if name == POSITIVE_DEFINITE and _is_square(shape):
+        n = shape[-1]
+        factor = torch.randn(shape, generator=generator, dtype=real)
+        return (factor @ factor.mT / n + torch.eye(n, dtype=real)).to(dtype)
     magnitude = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
     if signed:
         sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
         magnitude = magnitude * sign.to(real)
     return magnitude.to(dtype)
+
+
+def _is_square(shape: tuple[int, ...]) -> bool:
+    """A matrix, or a batch of them, larger than 1x1."""
+    return len(shape) >= 2 and shape[-1] == shape[-2] > 1
 
 
 def _values_like_recorded(shape: tuple[int, ...], dtype: torch.dtype, stats: dict[str, float | bool],
@@ -379,7 +395,7 @@ def _search(function: Any, case: Case) -> Resolution | None:
     plans = _search_shape_plans(searched) if searched else [()]
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
-    for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
+    for plan, scalars, domain in search_candidates(plans, scalar_choices):
         args = _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
         if not _forward_accepts(function, args):
             continue
@@ -388,6 +404,16 @@ def _search(function: Any, case: Case) -> Resolution | None:
             return Resolution(plan, scalars, domain)
         forward_only = forward_only or Resolution(plan, scalars, domain, error)
     return forward_only
+
+
+def search_candidates(
+    plans: Sequence[tuple[tuple[int, ...], ...]], scalar_choices: Iterable[tuple[float, ...]]
+) -> Iterator[tuple[tuple[tuple[int, ...], ...], tuple[float, ...], Domain]]:
+    """(shapes, scalar values, value domain) to try, in order."""
+    for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
+        if domain[0] == POSITIVE_DEFINITE and not any(_is_square(shape) for shape in plan):
+            continue  # no square matrix: the same values as "positive"
+        yield plan, scalars, domain
 
 
 def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
