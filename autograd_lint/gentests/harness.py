@@ -345,6 +345,34 @@ def _forward_accepts(function: Any, args: tuple[Any, ...]) -> bool:
     return bool(outputs) and all(bool(torch.isfinite(out).all()) for out in outputs)
 
 
+def _untestable(function: Any, build: Callable[[], tuple[Any, ...]]) -> str | None:
+    """Why gradcheck can't judge ``function`` on the arguments ``build`` makes, or None.
+
+    Found on torch's own Functions: a forward that samples (``_Dirichlet``) gives
+    finite differences of noise, and tensor subclasses or nested tensors as outputs
+    (``ComplexTensor``, ``ViewNestedFromBuffer``) are beyond gradcheck's comparison;
+    each failed without a bug.  Each call gets fresh arguments, so that a forward
+    that writes its input in place is not taken for a random one.
+    """
+    try:
+        with torch.no_grad():
+            first = _differentiable_outputs(function.apply(*build()))
+            second = _differentiable_outputs(function.apply(*build()))
+    except Exception:  # noqa: BLE001 - the checks report what goes wrong
+        return None
+    for out in first:
+        # A subclass with its own __torch_dispatch__ wraps other tensors; plain subclasses compare fine.
+        if out.is_nested or type(out).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+            kind = "a nested tensor" if out.is_nested else f"a {type(out).__name__} (a tensor subclass)"
+            return f"forward returns {kind}, which gradcheck cannot compare"
+    if len(first) != len(second) or not all(
+        a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, second)
+    ):
+        return ("forward gives different outputs for the same inputs (it draws random numbers): gradcheck's "
+                "finite differences need a deterministic forward")
+    return None
+
+
 def _backward_error(function: Any, args: tuple[Any, ...]) -> str | None:
     """Why backward fails for these arguments (wrong gradient shapes included), or None."""
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
@@ -368,6 +396,7 @@ class Resolution:
     scalars: tuple[float, ...]
     domain: Domain
     backward_error: str | None = None
+    untestable: str | None = None  # why gradcheck can't judge this Function (see _untestable)
 
 
 # (Function, repr(case)) -> resolution: every check of a case reuses one search;
@@ -396,9 +425,15 @@ def _search(function: Any, case: Case) -> Resolution | None:
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
     for plan, scalars, domain in search_candidates(plans, scalar_choices):
-        args = _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
+        def build() -> tuple[Any, ...]:
+            return _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
+
+        args = build()
         if not _forward_accepts(function, args):
             continue
+        untestable = _untestable(function, build)
+        if untestable is not None:
+            return Resolution(plan, scalars, domain, untestable=untestable)
         error = _backward_error(function, args)
         if error is None:
             return Resolution(plan, scalars, domain)
@@ -424,6 +459,8 @@ def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
                        for a in case.args)
         what = "none of the candidate shapes and values" if searched else "none of the value domains"
         pytest.skip(f"{function.__qualname__}.forward accepted {what}; {RECORD_HINT}")
+    if resolved.untestable is not None:
+        pytest.skip(f"{function.__qualname__}: {resolved.untestable}")
     if resolved.backward_error is not None and resolved.scalars and resolved.backward_error.startswith("TypeError"):
         # A number was guessed for a parameter of unknown kind and backward used it
         # as something else (a callable kept on ctx): our guess, not a bug.

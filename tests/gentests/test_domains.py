@@ -56,3 +56,34 @@ def test_a_cholesky_forward_gets_positive_definite_inputs(pytester: pytest.Pytes
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert set(outcomes["TestLogDet"]) == {"passed"}, outcomes
     assert outcomes["TestWrongLogDet"].get("failed", 0) >= 1, outcomes
+
+
+UNTESTABLE = '''\
+import torch
+
+
+class NoisyScale(torch.autograd.Function):
+    """A reparameterised sample: forward draws noise, backward is the pathwise gradient."""
+
+    @staticmethod
+    def forward(ctx, scale):
+        noise = torch.randn_like(scale)
+        ctx.save_for_backward(noise)
+        return scale * noise
+
+    @staticmethod
+    def backward(ctx, grad):
+        (noise,) = ctx.saved_tensors
+        return grad * noise
+'''
+
+
+def test_a_forward_that_draws_random_numbers_is_skipped_with_the_reason(pytester: pytest.Pytester) -> None:
+    # Found on torch's own Functions (torch.distributions' _Dirichlet, lobpcg): finite
+    # differences of a random forward failed without a bug.
+    pytester.makepyfile(untestable=UNTESTABLE)
+    assert gen_tests(pytester.path, "untestable.py", "--out", "gen").returncode == 0
+    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "-rs", "--junitxml=report.xml")
+    outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
+    assert set(outcomes["TestNoisyScale"]) == {"skipped"}, outcomes
+    result.stdout.fnmatch_lines(["*NoisyScale: forward gives different outputs for the same inputs*"])
