@@ -14,7 +14,7 @@ import itertools
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pytest
 import torch
@@ -25,11 +25,18 @@ from autograd_lint.gentests.render import RECORD_HINT
 # Random values are drawn from these domains, in this order, until the forward
 # returns finite outputs: signed values away from zero keep kinks (relu, abs) out
 # of gradcheck's finite differences; the positive and unit-interval domains serve
-# log/sqrt/reciprocal and asin/logit-like Functions.
+# log/sqrt/reciprocal and asin/logit-like Functions.  In the positive-definite
+# domain each searched square matrix (or batch of them) is symmetric positive
+# definite and other searched tensors are positive: for Cholesky factors, solves
+# and log-determinants, which raise or give NaN on random matrices.  It comes
+# before "positive" so that a matrix whose lower triangle happens to be positive
+# definite (all cholesky reads) is not taken for a symmetric one.
 Domain = tuple[str, float, float, bool]
+POSITIVE_DEFINITE = "positive_definite"
 DOMAINS: tuple[Domain, ...] = (
     # name, low, high, random sign
     ("signed", 0.5, 1.5, True),
+    (POSITIVE_DEFINITE, 0.5, 1.5, False),
     ("positive", 0.5, 1.5, False),
     ("unit", 0.1, 0.9, False),
 )
@@ -167,15 +174,31 @@ def import_subject(module_name: str, test_file: str, root_from_test: str) -> Any
     the generated test file; it is only used when the module is not importable
     already (an installed package, or a root that pytest put on ``sys.path``).
     """
+    top_level = module_name.split(".")[0]
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as error:
-        top_level = module_name.split(".")[0]
-        if error.name is None or error.name.split(".")[0] != top_level:
+        if error.name is None:
             raise
+        if error.name.split(".")[0] != top_level:
+            _skip_missing_dependency(module_name, error.name)
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(test_file)), root_from_test))
     sys.path.insert(0, root)
-    return importlib.import_module(module_name)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and error.name.split(".")[0] != top_level:
+            _skip_missing_dependency(module_name, error.name)
+        raise
+
+
+def _skip_missing_dependency(module_name: str, missing: str) -> None:
+    # Not a bug of the Function: its module needs a package this environment lacks
+    # (torch's own CUDA-only kernels import `cuda.bindings` on a CPU machine).
+    pytest.skip(
+        f"{module_name} cannot be imported here: it needs {missing}, which is not installed",
+        allow_module_level=True,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -193,13 +216,22 @@ def _drawn_values(shape: tuple[int, ...], dtype: torch.dtype, domain: Domain,
     if not _is_differentiable_dtype(dtype):
         # 0 and 1 are valid indices along any dimension of the candidate shapes.
         return torch.randint(0, 2, shape, generator=generator).to(dtype)
-    _, low, high, signed = domain
+    name, low, high, signed = domain
     real = torch.float64
+    if name == POSITIVE_DEFINITE and _is_square(shape):
+        n = shape[-1]
+        factor = torch.randn(shape, generator=generator, dtype=real)
+        return (factor @ factor.mT / n + torch.eye(n, dtype=real)).to(dtype)
     magnitude = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
     if signed:
         sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
         magnitude = magnitude * sign.to(real)
     return magnitude.to(dtype)
+
+
+def _is_square(shape: tuple[int, ...]) -> bool:
+    """A matrix, or a batch of them, larger than 1x1."""
+    return len(shape) >= 2 and shape[-1] == shape[-2] > 1
 
 
 def _values_like_recorded(shape: tuple[int, ...], dtype: torch.dtype, stats: dict[str, float | bool],
@@ -313,6 +345,34 @@ def _forward_accepts(function: Any, args: tuple[Any, ...]) -> bool:
     return bool(outputs) and all(bool(torch.isfinite(out).all()) for out in outputs)
 
 
+def _untestable(function: Any, build: Callable[[], tuple[Any, ...]]) -> str | None:
+    """Why gradcheck can't judge ``function`` on the arguments ``build`` makes, or None.
+
+    Found on torch's own Functions: a forward that samples (``_Dirichlet``) gives
+    finite differences of noise, and tensor subclasses or nested tensors as outputs
+    (``ComplexTensor``, ``ViewNestedFromBuffer``) are beyond gradcheck's comparison;
+    each failed without a bug.  Each call gets fresh arguments, so that a forward
+    that writes its input in place is not taken for a random one.
+    """
+    try:
+        with torch.no_grad():
+            first = _differentiable_outputs(function.apply(*build()))
+            second = _differentiable_outputs(function.apply(*build()))
+    except Exception:  # noqa: BLE001 - the checks report what goes wrong
+        return None
+    for out in first:
+        # A subclass with its own __torch_dispatch__ wraps other tensors; plain subclasses compare fine.
+        if out.is_nested or type(out).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+            kind = "a nested tensor" if out.is_nested else f"a {type(out).__name__} (a tensor subclass)"
+            return f"forward returns {kind}, which gradcheck cannot compare"
+    if len(first) != len(second) or not all(
+        a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, second)
+    ):
+        return ("forward gives different outputs for the same inputs (it draws random numbers): gradcheck's "
+                "finite differences need a deterministic forward")
+    return None
+
+
 def _backward_error(function: Any, args: tuple[Any, ...]) -> str | None:
     """Why backward fails for these arguments (wrong gradient shapes included), or None."""
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
@@ -336,6 +396,7 @@ class Resolution:
     scalars: tuple[float, ...]
     domain: Domain
     backward_error: str | None = None
+    untestable: str | None = None  # why gradcheck can't judge this Function (see _untestable)
 
 
 # (Function, repr(case)) -> resolution: every check of a case reuses one search;
@@ -363,10 +424,16 @@ def _search(function: Any, case: Case) -> Resolution | None:
     plans = _search_shape_plans(searched) if searched else [()]
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
-    for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
-        args = _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
+    for plan, scalars, domain in search_candidates(plans, scalar_choices):
+        def build() -> tuple[Any, ...]:
+            return _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
+
+        args = build()
         if not _forward_accepts(function, args):
             continue
+        untestable = _untestable(function, build)
+        if untestable is not None:
+            return Resolution(plan, scalars, domain, untestable=untestable)
         error = _backward_error(function, args)
         if error is None:
             return Resolution(plan, scalars, domain)
@@ -374,14 +441,31 @@ def _search(function: Any, case: Case) -> Resolution | None:
     return forward_only
 
 
-def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
-    """Concrete arguments for ``case``; skips the test when no candidate is accepted."""
+def search_candidates(
+    plans: Sequence[tuple[tuple[int, ...], ...]], scalar_choices: Iterable[tuple[float, ...]]
+) -> Iterator[tuple[tuple[tuple[int, ...], ...], tuple[float, ...], Domain]]:
+    """(shapes, scalar values, value domain) to try, in order."""
+    for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
+        if domain[0] == POSITIVE_DEFINITE and not any(_is_square(shape) for shape in plan):
+            continue  # no square matrix: the same values as "positive"
+        yield plan, scalars, domain
+
+
+def make_args(function: Any, case: Case, seed: int = SEED, compares: bool = True) -> tuple[Any, ...]:
+    """Concrete arguments for ``case``; skips the test when no candidate is accepted.
+
+    ``compares`` is false for a check that looks at structure only (which gradients
+    are None, that double backward raises, shapes and finiteness): it still runs on a
+    Function whose outputs can't be compared (see ``_untestable``).
+    """
     resolved = _resolve(function, case)
     if resolved is None:
         searched = any(isinstance(a, (TensorArg, ScalarArg)) and getattr(a, "shape", None) is None
                        for a in case.args)
         what = "none of the candidate shapes and values" if searched else "none of the value domains"
         pytest.skip(f"{function.__qualname__}.forward accepted {what}; {RECORD_HINT}")
+    if compares and resolved.untestable is not None:
+        pytest.skip(f"{function.__qualname__}: {resolved.untestable}")
     if resolved.backward_error is not None and resolved.scalars and resolved.backward_error.startswith("TypeError"):
         # A number was guessed for a parameter of unknown kind and backward used it
         # as something else (a callable kept on ctx): our guess, not a bug.
@@ -573,7 +657,7 @@ def check_gradgradcheck(function: Any, case: Case, atol: float = _ATOL, rtol: fl
 
 def check_once_differentiable(function: Any, case: Case) -> None:
     """A ``@once_differentiable`` backward raises on double backward instead of returning garbage."""
-    call, inputs = _differentiable_call(function, make_args(function, case))
+    call, inputs = _differentiable_call(function, make_args(function, case, compares=False))
     outputs = call(*inputs)
     # The grad_outputs must require grad: only then does once_differentiable attach
     # the node that raises on the second differentiation.
@@ -633,7 +717,7 @@ def check_vmap(function: Any, case: Case, surrogate: bool = False, atol: float =
 
 def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:
     """backward returns ``None`` in the position of every non-tensor input."""
-    args = make_args(function, case)
+    args = make_args(function, case, compares=False)
     result = _outputs_of(function.apply(*args))
     node = next((out.grad_fn for out in result if isinstance(out, torch.Tensor) and out.grad_fn is not None), None)
     assert node is not None, f"no output of {function.__qualname__} has a grad_fn"
@@ -684,7 +768,7 @@ def _grad_positions(function: Any, args: tuple[Any, ...]) -> list[int]:
 
 def check_surrogate_gradients(function: Any, case: Case) -> None:
     """A surrogate backward returns gradients torch accepts (shape, dtype) and they are finite."""
-    args = make_args(function, case)
+    args = make_args(function, case, compares=False)
     positions = _grad_positions(function, args)
     try:
         grads, _ = _vector_jacobian(function.apply, args, positions)
