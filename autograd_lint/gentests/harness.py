@@ -99,6 +99,35 @@ def recorded(*chunks: str, function: bool = False) -> Case:
 _recorded_functions: dict[str, Any] = {}
 
 
+class _OnClones:
+    """A Function whose ``apply`` gets clones of its tensor arguments; everything else is the Function's."""
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+    def apply(self, *args: Any) -> Any:
+        return self.function.apply(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.function, name)
+
+
+_on_clones: dict[Any, _OnClones] = {}
+
+
+def in_place(function: Any) -> Any:
+    """``function``, a Function that modifies an input in place (``ctx.mark_dirty``), called on clones.
+
+    As torch's own OpInfos call one (``NumpyExp_.apply(x.clone())``): autograd
+    refuses to modify a leaf that requires grad, and gradcheck's finite
+    differences need the inputs unchanged from one call to the next.  Gradients
+    flow through the clone to the input.
+    """
+    if function not in _on_clones:
+        _on_clones[function] = _OnClones(function)
+    return _on_clones[function]
+
+
 def recorded_function(case: Case) -> Any:
     """The Function class pickled with a recorded case (a class defined inside a function)."""
     from autograd_lint.gentests import pickled
