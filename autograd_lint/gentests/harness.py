@@ -12,7 +12,10 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import re
 import sys
+import traceback
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -402,14 +405,56 @@ def _untestable(function: Any, build: Callable[[], tuple[Any, ...]]) -> str | No
     return None
 
 
-def _backward_error(function: Any, args: tuple[Any, ...]) -> str | None:
-    """Why backward fails for these arguments (wrong gradient shapes included), or None."""
+def _backward_failure(function: Any, args: tuple[Any, ...]) -> Exception | None:
+    """What backward raises for these arguments (wrong gradient shapes included), or None."""
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     try:
         outputs = [out for out in _differentiable_outputs(function.apply(*args)) if out.requires_grad]
         torch.autograd.grad(outputs, inputs, [torch.ones_like(out) for out in outputs], allow_unused=True)
     except Exception as error:  # noqa: BLE001 - any error means "not this candidate"
-        return f"{type(error).__name__}: {error}"
+        return error
+    return None
+
+
+def _backward_error(function: Any, args: tuple[Any, ...]) -> str | None:
+    """Why backward fails for these arguments (wrong gradient shapes included), or None."""
+    error = _backward_failure(function, args)
+    return None if error is None else f"{type(error).__name__}: {error}"
+
+
+def _unmet_precondition(function: Any, error: BaseException) -> str | None:
+    """Why ``error``, raised by backward, is a precondition the generated tests cannot meet, or None.
+
+    Two kinds, found on torch's own ``dist_autograd_test`` Functions: a ``raise``
+    or ``assert`` statement of the Function's own module raised it (a state its
+    own tests set up, a deliberately simulated error), or backward calls
+    ``torch.distributed`` while no process group is initialised (a collective, the
+    distributed autograd context): the generated tests run in one process.  An
+    error raised elsewhere, by torch or numpy on wrong shapes, is no such thing.
+    """
+    subject = function.function if isinstance(function, _OnClones) else function
+    module = sys.modules.get(getattr(subject, "__module__", ""))
+    source = getattr(module, "__file__", None)
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [frame for frame in frames if source is not None and frame.filename == source]
+    if own and own[-1] is frames[-1] and (frames[-1].line or "").startswith(("raise", "assert")):
+        statement = (frames[-1].line or "").split()[0]
+        return (f"it raises on purpose: a `{statement}` statement of its module, at "
+                f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno} (a state or input its own tests provide)")
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return None
+    library = os.path.join(os.path.dirname(torch.__file__), "distributed") + os.sep
+    called = any(frame.filename.startswith(library) for frame in frames)
+    if own and own[-1] is frames[-1] and not called:
+        # An error raised in C++ by a torch.distributed binding called on backward's line.
+        for name in re.findall(r"\b([A-Za-z_]\w*)\s*\.", own[-1].line or ""):
+            value = getattr(module, name, None)
+            owner = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            called = called or (isinstance(owner, str) and owner.startswith("torch.distributed"))
+    if called:
+        where = f" (`{own[-1].line}`, {os.path.basename(own[-1].filename)}:{own[-1].lineno})" if own else ""
+        return (f"it calls torch.distributed{where}, which needs an initialised process group or RPC agent; "
+                "the generated tests run in one process without one")
     return None
 
 
@@ -425,6 +470,7 @@ class Resolution:
     scalars: tuple[float, ...]
     domain: Domain
     backward_error: str | None = None
+    unmet_precondition: str | None = None  # why backward_error is no bug (see _unmet_precondition)
     untestable: str | None = None  # why gradcheck can't judge this Function (see _untestable)
 
 
@@ -463,10 +509,11 @@ def _search(function: Any, case: Case) -> Resolution | None:
         untestable = _untestable(function, build)
         if untestable is not None:
             return Resolution(plan, scalars, domain, untestable=untestable)
-        error = _backward_error(function, args)
+        error = _backward_failure(function, args)
         if error is None:
             return Resolution(plan, scalars, domain)
-        forward_only = forward_only or Resolution(plan, scalars, domain, error)
+        forward_only = forward_only or Resolution(plan, scalars, domain, f"{type(error).__name__}: {error}",
+                                                  _unmet_precondition(function, error))
     return forward_only
 
 
@@ -495,6 +542,9 @@ def make_args(function: Any, case: Case, seed: int = SEED, compares: bool = True
         pytest.skip(f"{function.__qualname__}.forward accepted {what}; {RECORD_HINT}")
     if compares and resolved.untestable is not None:
         pytest.skip(f"{function.__qualname__}: {resolved.untestable}")
+    if resolved.unmet_precondition is not None:
+        pytest.skip(f"{function.__qualname__}.backward raised {resolved.backward_error}, and "
+                    f"{resolved.unmet_precondition}")
     if resolved.backward_error is not None and resolved.scalars and resolved.backward_error.startswith("TypeError"):
         # A number was guessed for a parameter of unknown kind and backward used it
         # as something else (a callable kept on ctx): our guess, not a bug.
