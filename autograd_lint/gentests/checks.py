@@ -77,6 +77,17 @@ def _may_pass_a_matrix(inputs: FunctionInputs) -> bool:
     )
 
 
+def marks_inputs_dirty(spec: FunctionSpec) -> bool:
+    """Whether forward or ``setup_context`` calls ``ctx.mark_dirty``: forward modifies an input in place.
+
+    Its tests call it on clones of the arguments, as torch's own OpInfos do
+    (``NumpyExp_.apply(x.clone())``): autograd refuses to modify a leaf that
+    requires grad, and finite differences need the input unchanged between calls.
+    """
+    return any(spec.method(name) is not None and spec.method(name).calls("mark_dirty")  # type: ignore[union-attr]
+               for name in ("forward", "setup_context"))
+
+
 def checks_for(
     spec: FunctionSpec, inputs: FunctionInputs, surrogate: Surrogate | None = None, compile_parity: bool = False
 ) -> tuple[Check, ...]:

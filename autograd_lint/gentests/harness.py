@@ -12,11 +12,13 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import re
 import sys
 import traceback
+import types
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pytest
 import torch
@@ -27,11 +29,18 @@ from autograd_lint.gentests.render import RECORD_HINT
 # Random values are drawn from these domains, in this order, until the forward
 # returns finite outputs: signed values away from zero keep kinks (relu, abs) out
 # of gradcheck's finite differences; the positive and unit-interval domains serve
-# log/sqrt/reciprocal and asin/logit-like Functions.
+# log/sqrt/reciprocal and asin/logit-like Functions.  In the positive-definite
+# domain each searched square matrix (or batch of them) is symmetric positive
+# definite and other searched tensors are positive: for Cholesky factors, solves
+# and log-determinants, which raise or give NaN on random matrices.  It comes
+# before "positive" so that a matrix whose lower triangle happens to be positive
+# definite (all cholesky reads) is not taken for a symmetric one.
 Domain = tuple[str, float, float, bool]
+POSITIVE_DEFINITE = "positive_definite"
 DOMAINS: tuple[Domain, ...] = (
     # name, low, high, random sign
     ("signed", 0.5, 1.5, True),
+    (POSITIVE_DEFINITE, 0.5, 1.5, False),
     ("positive", 0.5, 1.5, False),
     ("unit", 0.1, 0.9, False),
 )
@@ -92,6 +101,35 @@ def recorded(*chunks: str, function: bool = False) -> Case:
 
 
 _recorded_functions: dict[str, Any] = {}
+
+
+class _OnClones:
+    """A Function whose ``apply`` gets clones of its tensor arguments; everything else is the Function's."""
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+    def apply(self, *args: Any) -> Any:
+        return self.function.apply(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.function, name)
+
+
+_on_clones: dict[Any, _OnClones] = {}
+
+
+def in_place(function: Any) -> Any:
+    """``function``, a Function that modifies an input in place (``ctx.mark_dirty``), called on clones.
+
+    As torch's own OpInfos call one (``NumpyExp_.apply(x.clone())``): autograd
+    refuses to modify a leaf that requires grad, and gradcheck's finite
+    differences need the inputs unchanged from one call to the next.  Gradients
+    flow through the clone to the input.
+    """
+    if function not in _on_clones:
+        _on_clones[function] = _OnClones(function)
+    return _on_clones[function]
 
 
 def recorded_function(case: Case) -> Any:
@@ -169,15 +207,31 @@ def import_subject(module_name: str, test_file: str, root_from_test: str) -> Any
     the generated test file; it is only used when the module is not importable
     already (an installed package, or a root that pytest put on ``sys.path``).
     """
+    top_level = module_name.split(".")[0]
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as error:
-        top_level = module_name.split(".")[0]
-        if error.name is None or error.name.split(".")[0] != top_level:
+        if error.name is None:
             raise
+        if error.name.split(".")[0] != top_level:
+            _skip_missing_dependency(module_name, error.name)
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(test_file)), root_from_test))
     sys.path.insert(0, root)
-    return importlib.import_module(module_name)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and error.name.split(".")[0] != top_level:
+            _skip_missing_dependency(module_name, error.name)
+        raise
+
+
+def _skip_missing_dependency(module_name: str, missing: str) -> None:
+    # Not a bug of the Function: its module needs a package this environment lacks
+    # (torch's own CUDA-only kernels import `cuda.bindings` on a CPU machine).
+    pytest.skip(
+        f"{module_name} cannot be imported here: it needs {missing}, which is not installed",
+        allow_module_level=True,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -195,13 +249,22 @@ def _drawn_values(shape: tuple[int, ...], dtype: torch.dtype, domain: Domain,
     if not _is_differentiable_dtype(dtype):
         # 0 and 1 are valid indices along any dimension of the candidate shapes.
         return torch.randint(0, 2, shape, generator=generator).to(dtype)
-    _, low, high, signed = domain
+    name, low, high, signed = domain
     real = torch.float64
+    if name == POSITIVE_DEFINITE and _is_square(shape):
+        n = shape[-1]
+        factor = torch.randn(shape, generator=generator, dtype=real)
+        return (factor @ factor.mT / n + torch.eye(n, dtype=real)).to(dtype)
     magnitude = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
     if signed:
         sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
         magnitude = magnitude * sign.to(real)
     return magnitude.to(dtype)
+
+
+def _is_square(shape: tuple[int, ...]) -> bool:
+    """A matrix, or a batch of them, larger than 1x1."""
+    return len(shape) >= 2 and shape[-1] == shape[-2] > 1
 
 
 def _values_like_recorded(shape: tuple[int, ...], dtype: torch.dtype, stats: dict[str, float | bool],
@@ -315,14 +378,84 @@ def _forward_accepts(function: Any, args: tuple[Any, ...]) -> bool:
     return bool(outputs) and all(bool(torch.isfinite(out).all()) for out in outputs)
 
 
-def _backward_error(function: Any, args: tuple[Any, ...]) -> str | None:
-    """Why backward fails for these arguments (wrong gradient shapes included), or None."""
+def _untestable(function: Any, build: Callable[[], tuple[Any, ...]]) -> str | None:
+    """Why gradcheck can't judge ``function`` on the arguments ``build`` makes, or None.
+
+    Found on torch's own Functions: a forward that samples (``_Dirichlet``) gives
+    finite differences of noise, and tensor subclasses or nested tensors as outputs
+    (``ComplexTensor``, ``ViewNestedFromBuffer``) are beyond gradcheck's comparison;
+    each failed without a bug.  Each call gets fresh arguments, so that a forward
+    that writes its input in place is not taken for a random one.
+    """
+    try:
+        with torch.no_grad():
+            first = _differentiable_outputs(function.apply(*build()))
+            second = _differentiable_outputs(function.apply(*build()))
+    except Exception:  # noqa: BLE001 - the checks report what goes wrong
+        return None
+    for out in first:
+        # A subclass with its own __torch_dispatch__ wraps other tensors; plain subclasses compare fine.
+        if out.is_nested or type(out).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+            kind = "a nested tensor" if out.is_nested else f"a {type(out).__name__} (a tensor subclass)"
+            return f"forward returns {kind}, which gradcheck cannot compare"
+    if len(first) != len(second) or not all(
+        a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, second)
+    ):
+        return ("forward gives different outputs for the same inputs (it draws random numbers): gradcheck's "
+                "finite differences need a deterministic forward")
+    return None
+
+
+def _backward_failure(function: Any, args: tuple[Any, ...]) -> Exception | None:
+    """What backward raises for these arguments (wrong gradient shapes included), or None."""
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     try:
         outputs = [out for out in _differentiable_outputs(function.apply(*args)) if out.requires_grad]
         torch.autograd.grad(outputs, inputs, [torch.ones_like(out) for out in outputs], allow_unused=True)
     except Exception as error:  # noqa: BLE001 - any error means "not this candidate"
-        return f"{type(error).__name__}: {error}"
+        return error
+    return None
+
+
+def _backward_error(function: Any, args: tuple[Any, ...]) -> str | None:
+    """Why backward fails for these arguments (wrong gradient shapes included), or None."""
+    error = _backward_failure(function, args)
+    return None if error is None else f"{type(error).__name__}: {error}"
+
+
+def _unmet_precondition(function: Any, error: BaseException) -> str | None:
+    """Why ``error``, raised by backward, is a precondition the generated tests cannot meet, or None.
+
+    Two kinds, found on torch's own ``dist_autograd_test`` Functions: a ``raise``
+    or ``assert`` statement of the Function's own module raised it (a state its
+    own tests set up, a deliberately simulated error), or backward calls
+    ``torch.distributed`` while no process group is initialised (a collective, the
+    distributed autograd context): the generated tests run in one process.  An
+    error raised elsewhere, by torch or numpy on wrong shapes, is no such thing.
+    """
+    subject = function.function if isinstance(function, _OnClones) else function
+    module = sys.modules.get(getattr(subject, "__module__", ""))
+    source = getattr(module, "__file__", None)
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [frame for frame in frames if source is not None and frame.filename == source]
+    if own and own[-1] is frames[-1] and (frames[-1].line or "").startswith(("raise", "assert")):
+        statement = (frames[-1].line or "").split()[0]
+        return (f"it raises on purpose: a `{statement}` statement of its module, at "
+                f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno} (a state or input its own tests provide)")
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return None
+    library = os.path.join(os.path.dirname(torch.__file__), "distributed") + os.sep
+    called = any(frame.filename.startswith(library) for frame in frames)
+    if own and own[-1] is frames[-1] and not called:
+        # An error raised in C++ by a torch.distributed binding called on backward's line.
+        for name in re.findall(r"\b([A-Za-z_]\w*)\s*\.", own[-1].line or ""):
+            value = getattr(module, name, None)
+            owner = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            called = called or (isinstance(owner, str) and owner.startswith("torch.distributed"))
+    if called:
+        where = f" (`{own[-1].line}`, {os.path.basename(own[-1].filename)}:{own[-1].lineno})" if own else ""
+        return (f"it calls torch.distributed{where}, which needs an initialised process group or RPC agent; "
+                "the generated tests run in one process without one")
     return None
 
 
@@ -338,6 +471,8 @@ class Resolution:
     scalars: tuple[float, ...]
     domain: Domain
     backward_error: str | None = None
+    unmet_precondition: str | None = None  # why backward_error is no bug (see _unmet_precondition)
+    untestable: str | None = None  # why gradcheck can't judge this Function (see _untestable)
 
 
 # (Function, repr(case)) -> resolution: every check of a case reuses one search;
@@ -365,25 +500,52 @@ def _search(function: Any, case: Case) -> Resolution | None:
     plans = _search_shape_plans(searched) if searched else [()]
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
-    for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
-        args = _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
+    for plan, scalars, domain in search_candidates(plans, scalar_choices):
+        def build() -> tuple[Any, ...]:
+            return _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
+
+        args = build()
         if not _forward_accepts(function, args):
             continue
-        error = _backward_error(function, args)
+        untestable = _untestable(function, build)
+        if untestable is not None:
+            return Resolution(plan, scalars, domain, untestable=untestable)
+        error = _backward_failure(function, args)
         if error is None:
             return Resolution(plan, scalars, domain)
-        forward_only = forward_only or Resolution(plan, scalars, domain, error)
+        forward_only = forward_only or Resolution(plan, scalars, domain, f"{type(error).__name__}: {error}",
+                                                  _unmet_precondition(function, error))
     return forward_only
 
 
-def make_args(function: Any, case: Case, seed: int = SEED) -> tuple[Any, ...]:
-    """Concrete arguments for ``case``; skips the test when no candidate is accepted."""
+def search_candidates(
+    plans: Sequence[tuple[tuple[int, ...], ...]], scalar_choices: Iterable[tuple[float, ...]]
+) -> Iterator[tuple[tuple[tuple[int, ...], ...], tuple[float, ...], Domain]]:
+    """(shapes, scalar values, value domain) to try, in order."""
+    for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
+        if domain[0] == POSITIVE_DEFINITE and not any(_is_square(shape) for shape in plan):
+            continue  # no square matrix: the same values as "positive"
+        yield plan, scalars, domain
+
+
+def make_args(function: Any, case: Case, seed: int = SEED, compares: bool = True) -> tuple[Any, ...]:
+    """Concrete arguments for ``case``; skips the test when no candidate is accepted.
+
+    ``compares`` is false for a check that looks at structure only (which gradients
+    are None, that double backward raises, shapes and finiteness): it still runs on a
+    Function whose outputs can't be compared (see ``_untestable``).
+    """
     resolved = _resolve(function, case)
     if resolved is None:
         searched = any(isinstance(a, (TensorArg, ScalarArg)) and getattr(a, "shape", None) is None
                        for a in case.args)
         what = "none of the candidate shapes and values" if searched else "none of the value domains"
         pytest.skip(f"{function.__qualname__}.forward accepted {what}; {RECORD_HINT}")
+    if compares and resolved.untestable is not None:
+        pytest.skip(f"{function.__qualname__}: {resolved.untestable}")
+    if resolved.unmet_precondition is not None:
+        pytest.skip(f"{function.__qualname__}.backward raised {resolved.backward_error}, and "
+                    f"{resolved.unmet_precondition}")
     if resolved.backward_error is not None and resolved.scalars and resolved.backward_error.startswith("TypeError"):
         # A number was guessed for a parameter of unknown kind and backward used it
         # as something else (a callable kept on ctx): our guess, not a bug.
@@ -704,7 +866,7 @@ def check_gradgradcheck(function: Any, case: Case, atol: float = _ATOL, rtol: fl
 
 def check_once_differentiable(function: Any, case: Case) -> None:
     """A ``@once_differentiable`` backward raises on double backward instead of returning garbage."""
-    call, inputs = _differentiable_call(function, make_args(function, case))
+    call, inputs = _differentiable_call(function, make_args(function, case, compares=False))
     outputs = call(*inputs)
     # The grad_outputs must require grad: only then does once_differentiable attach
     # the node that raises on the second differentiation.
@@ -732,9 +894,9 @@ def check_undefined_grad(function: Any, case: Case, atol: float = _ATOL, rtol: f
 
 
 def check_vmap(function: Any, case: Case, surrogate: bool = False, atol: float = _ATOL, rtol: float = _RTOL) -> None:
-    """``torch.vmap`` over the Function equals a loop, and batched gradients are right.
+    """``torch.vmap`` over the Function equals a loop, and so do its gradients under ``torch.vmap``.
 
-    For a ``surrogate`` gradient only the forward is compared: gradcheck must fail on it.
+    For a ``surrogate`` gradient only the forward is compared.
     """
     samples = [make_args(function, case, seed=SEED + index) for index in range(BATCH_SIZE)]
     first = samples[0]
@@ -754,19 +916,63 @@ def check_vmap(function: Any, case: Case, surrogate: bool = False, atol: float =
             torch.testing.assert_close(batched_output, expected)
     if surrogate:
         return
-    # Batched forward-mode gradients too, where the Function has a jvp.  The inputs
-    # are the first sample's: make_args at the default seed.
-    forward_ad = getattr(function, "jvp", None) is not torch.autograd.Function.jvp
-    _run_gradcheck("gradcheck(check_batched_grad=True)",
-                   "gradients computed under vmap differ from the unbatched ones or from finite differences "
-                   "(gradcheck, check_batched_grad=True)", function, case, torch.autograd.gradcheck, atol=atol,
-                   rtol=rtol, check_batched_grad=True, check_undefined_grad=False, check_forward_ad=forward_ad,
-                   check_batched_forward_grad=forward_ad)
+    _check_batched_gradients(function, samples, atol, rtol)
+
+
+def _check_batched_gradients(function: Any, samples: list[tuple[Any, ...]], atol: float, rtol: float) -> None:
+    """backward (``torch.func.vjp``), and ``jvp`` where defined, under ``torch.vmap`` equal a loop over ``samples``.
+
+    This is what ``torch.func.jacrev``, ``jacfwd`` and ``vmap(grad(f))`` run.  Not
+    gradcheck's ``check_batched_grad``/``check_batched_forward_grad``: those vmap
+    with ``torch._vmap_internals``, a deprecated prototype that never uses a
+    Function's ``vmap`` staticmethod or ``generate_vmap_rule``, so that a Function
+    converting to numpy (with a right ``vmap`` rule) fails there with "Batching rule
+    not implemented" without a bug (found on torch's own ``autograd_function_db``).
+    Whether backward and jvp match the derivative is for test_gradcheck and
+    test_forward_ad.
+    """
+    call, _ = _differentiable_call(function, samples[0])
+    # Each sample's differentiable inputs; the other arguments are the first sample's, unbatched.
+    primals = [tuple(a.detach() for a in _differentiable_call(function, sample)[1]) for sample in samples]
+    generator = torch.Generator().manual_seed(SEED)
+
+    def like(tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.randn(t.shape, generator=generator, dtype=t.dtype).to(t.device) for t in tensors)
+
+    def vjp(inputs: tuple[torch.Tensor, ...], cotangents: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        return torch.func.vjp(call, *inputs)[1](cotangents)
+
+    def jvp(inputs: tuple[torch.Tensor, ...], tangents: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        return torch.func.jvp(call, inputs, tangents)[1]
+
+    transforms = [("backward (torch.func.vjp)", vjp, [like(call(*p)) for p in primals])]
+    if getattr(function, "jvp", None) is not torch.autograd.Function.jvp:
+        transforms.append(("jvp (torch.func.jvp)", jvp, [like(p) for p in primals]))
+    for what, transform, vectors in transforms:
+        stage, failure = f"{what} raises, unbatched", None
+        try:
+            expected = [transform(p, v) for p, v in zip(primals, vectors)]
+            stage = f"{what} raises under torch.vmap"
+            batched = torch.vmap(transform)(tuple(torch.stack(parts) for parts in zip(*primals)),
+                                            tuple(torch.stack(parts) for parts in zip(*vectors)))
+            stage = f"{what} under torch.vmap differs from a loop over the batch at atol={atol:g}, rtol={rtol:g}"
+            for index, result in enumerate(batched):
+                torch.testing.assert_close(result, torch.stack([e[index] for e in expected]), atol=atol, rtol=rtol)
+        except Exception as error:  # noqa: BLE001 - any failure of the transform is the finding
+            failure = f"{type(error).__name__}: {error}"
+        if failure is not None:
+            pytest.fail(
+                f"{function.__qualname__}: {stage} ({failure})\n"
+                f"inputs (float64, batch of {len(samples)}): {_describe_inputs(samples[0])}; {_where()}\n"
+                "The Function declares vmap support (a vmap staticmethod or generate_vmap_rule = True), so "
+                "torch.func.jacrev, jacfwd and vmap(grad(...)) run this and get the batched result.",
+                pytrace=False,
+            )
 
 
 def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:
     """backward returns ``None`` in the position of every non-tensor input."""
-    args = make_args(function, case)
+    args = make_args(function, case, compares=False)
     result = _outputs_of(function.apply(*args))
     node = next((out.grad_fn for out in result if isinstance(out, torch.Tensor) and out.grad_fn is not None), None)
     assert node is not None, f"no output of {function.__qualname__} has a grad_fn"
@@ -817,7 +1023,7 @@ def _grad_positions(function: Any, args: tuple[Any, ...]) -> list[int]:
 
 def check_surrogate_gradients(function: Any, case: Case) -> None:
     """A surrogate backward returns gradients torch accepts (shape, dtype) and they are finite."""
-    args = make_args(function, case)
+    args = make_args(function, case, compares=False)
     positions = _grad_positions(function, args)
     try:
         grads, _ = _vector_jacobian(function.apply, args, positions)

@@ -1,13 +1,15 @@
 """A static hint: backward plainly is not the derivative of forward.
 
 Recognised, on the source of ``forward`` and ``backward`` alone (one output, one
-incoming gradient ``g``), where a backward "returns the gradient" when an element
-of its return is ``g``, or ``g`` scaled (``-g``, ``g * alpha``, ``alpha * g / 2``),
-directly or through a local variable:
+incoming gradient ``g``; either style, ``setup_context`` or not), where a backward
+"returns the gradient" when an element of its return is ``g``, or ``g`` scaled
+(``-g``, ``g * alpha``, ``alpha * g / 2``), directly or through a local variable:
 
-* **identity scaled**: forward returns input ``p`` unchanged (``p``, ``p.clone()``,
+* **identity scaled or zeroed**: forward returns input ``p`` unchanged (``p``, ``p.clone()``,
   ``p.view_as(p)``; ``p`` not written in forward) and backward returns, for ``p``, ``g`` scaled (a gradient-reversal
-  layer, gradient scaling): the derivative of the identity is ``g`` itself;
+  layer, gradient scaling) or zeros (``torch.zeros(...)``, ``zeros_like``, ``new_zeros``, ``g * 0``; a
+  stop-gradient): the derivative of the identity is ``g`` itself.  With several outputs, each a distinct
+  input unchanged (``return x.clone(), y.clone()``), the same output by output;
 * **gradient rerouted**: forward returns input ``p`` unchanged and backward
   returns the gradient for another input ``q``, on which the output does not
   depend (``_StitchGradient`` of torchdiffeq);
@@ -79,10 +81,24 @@ def _mentions(expr: ast.AST, name: str) -> bool:
     return any(isinstance(node, ast.Name) and node.id == name for node in ast.walk(expr))
 
 
+_ZERO_CONSTRUCTORS = frozenset({"zeros", "zeros_like", "new_zeros"})
+
+
 def _gradient_form(expr: ast.expr, grad: str) -> str | None:
-    """"grad" for ``g`` (or ``g.clone()``), "scaled" for ``g`` times/over factors, "none" for None, else None."""
+    """"grad" for ``g`` (or ``g.clone()``), "scaled" for ``g`` times/over factors, "none" for None,
+    "zeros" for a tensor of zeros (``torch.zeros(...)``, ``torch.zeros_like(g)``, ``g.new_zeros(...)``, ``g * 0``),
+    else None."""
     if isinstance(expr, ast.Constant) and expr.value is None:
         return "none"
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        if name in _ZERO_CONSTRUCTORS:
+            return "zeros"
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult) and any(
+            isinstance(side, ast.Constant) and side.value == 0 and not isinstance(side.value, bool)
+            for side in (expr.left, expr.right)):
+        return "zeros"
     if isinstance(expr, ast.Name) and expr.id == grad:
         return "grad"
     if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "clone"
@@ -103,6 +119,9 @@ def _gradient_form(expr: ast.expr, grad: str) -> str | None:
 def _element_forms(backward: ast.FunctionDef, grad: str, count: int) -> list[set[str]] | None:
     """Per input position, the gradient forms backward may return there; None if not recognised."""
     assigned = _assignments(backward)
+    # ``out = torch.zeros_like(g); out[mask] = g[mask]``: not the zeros it started as.
+    for name in _written_subscripts(backward):
+        assigned[name] = [ast.Constant("opaque")]
     forms: list[set[str]] = [set() for _ in range(count)]
     returns = _returns(backward)
     if not returns:
@@ -196,13 +215,13 @@ def not_the_derivative(spec: FunctionSpec, lines: Sequence[str]) -> str | None:
     inputs_params = spec.forward_inputs
     if forward_method is None or backward_method is None or inputs_params is None:
         return None
-    if spec.method("setup_context") is not None:
-        return None
     inputs = [param.name for param in inputs_params]
     grads = [param.name for param in backward_method.positional[1:]]
     forward, backward = _method_ast(forward_method, lines), _method_ast(backward_method, lines)
-    if forward is None or backward is None or len(grads) != 1 or not inputs:
+    if forward is None or backward is None or not grads or not inputs:
         return None
+    if len(grads) > 1:
+        return _identities_not_passed(forward, backward, inputs, grads)
     grad = grads[0]
     forms = _element_forms(backward, grad, len(inputs))
     if forms is None:
@@ -238,11 +257,45 @@ def not_the_derivative(spec: FunctionSpec, lines: Sequence[str]) -> str | None:
         return None
     if name in _written_subscripts(forward):
         return None
-    if mine and mine <= passes and "scaled" in mine:
-        return (f"forward returns its input {name!r} unchanged and backward returns the output gradient scaled "
-                f"(the derivative of the identity is the gradient itself): a gradient reversal or scaling")
+    if (why := _identity_not_passed(name, mine)) is not None:
+        return why
     rerouted = [inputs[i] for i, form in enumerate(forms) if i != position and form & passes]
     if rerouted:
         return (f"forward returns its input {name!r} unchanged, but backward passes the output gradient to "
                 f"{', '.join(repr(r) for r in rerouted)}, on which the output does not depend: a rerouted gradient")
+    return None
+
+
+def _identity_not_passed(name: str, forms: set[str]) -> str | None:
+    """Why backward's ``forms`` for input ``name``, which an output returns unchanged, are not its gradient."""
+    if forms and forms <= {"grad", "scaled"} and "scaled" in forms:
+        return (f"forward returns its input {name!r} unchanged and backward returns the output gradient scaled "
+                f"(the derivative of the identity is the gradient itself): a gradient reversal or scaling")
+    if forms == {"zeros"}:
+        return (f"forward returns its input {name!r} unchanged and backward returns zeros for it (the derivative "
+                f"of the identity is the gradient itself): a stop-gradient")
+    return None
+
+
+def _identities_not_passed(forward: ast.FunctionDef, backward: ast.FunctionDef, inputs: list[str],
+                           grads: list[str]) -> str | None:
+    """Several outputs, each a distinct input unchanged (``return x.clone(), y.clone()``): the identity
+    patterns of one output, output by output (``torch.testing._internal.autograd_function_db.ZeroGradientsGenVmap``)."""
+    assigned = _assignments(forward)
+    returned: list[str] | None = None
+    for value in _returns(forward):
+        if not isinstance(value, ast.Tuple) or len(value.elts) != len(grads):
+            return None
+        names = [_identity_of(element, inputs) for element in value.elts]
+        if any(n is None for n in names) or (returned is not None and names != returned):
+            return None
+        returned = names  # type: ignore[assignment]
+    if returned is None or len(set(returned)) != len(returned) or set(returned) & _written_subscripts(forward):
+        return None
+    for grad, name in zip(grads, returned):
+        forms = _element_forms(backward, grad, len(inputs))
+        if forms is None:
+            return None
+        if (why := _identity_not_passed(name, forms[inputs.index(name)] - {"none"})) is not None:
+            return why
     return None

@@ -25,6 +25,7 @@ from autograd_lint.gentests.harness import (
     _differentiable_outputs,
     _outputs_of,
     _search_shape_plans,
+    search_candidates,
 )
 from autograd_lint.gentests.render import RECORD_HINT
 
@@ -74,9 +75,7 @@ def _choose(op: Any, case: Case) -> _Choice | None:
     forward_only = None
     found = None
     errors: list[str] = []
-    for plan, scalars, domain in itertools.product(
-        plans, itertools.product(SCALAR_CANDIDATES, repeat=scalar_count), DOMAINS
-    ):
+    for plan, scalars, domain in search_candidates(plans, itertools.product(SCALAR_CANDIDATES, repeat=scalar_count)):
         if not _runs(op, _build(case.args, iter(plan), iter(scalars), domain, SEED), backward=False, errors=errors):
             continue
         choice = _Choice(plan, scalars, domain)

@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from autograd_lint.gentests.checks import Check
+from autograd_lint.gentests.checks import Check, marks_inputs_dirty
 from autograd_lint.gentests.inputs import (
     FunctionInputs,
     Input,
@@ -180,6 +180,8 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
     lines.append("    ]")
     # A class defined inside a function is unpickled from each recorded case.
     subject = "recorded_function(case)" if "<locals>" in spec.qualname else f"subject.{spec.qualname}"
+    if marks_inputs_dirty(spec):
+        subject = f"in_place({subject})"
     for check in plan.checks:
         lines.append("")
         if check is Check.GRADCHECK and plan.surrogate is not None and plan.surrogate.inferred is not None:
@@ -201,6 +203,8 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
         names.update(check.harness_function for check in plan.checks)
         if plan.surrogate is not None and plan.surrogate.reference_is_import:
             names.add("load_reference")
+        if plan.checks and marks_inputs_dirty(plan.spec):
+            names.add("in_place")
         for case in plan.inputs.cases:
             if case.pickled is not None:
                 names.add("recorded")

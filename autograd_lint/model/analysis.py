@@ -428,6 +428,7 @@ def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedU
                     line_offset=block.first_line - 1,
                     column_offset=block.column_offset,
                     enclosing=block.enclosing,
+                    column_shifts=block.column_shifts,
                 )
             )
         except cst.ParserSyntaxError:

@@ -6,26 +6,27 @@ Two things set it apart from calling ``libcst.parse_module``:
   same text again, and libcst's parser takes time quadratic in an expression's
   depth (12 s for a 2,900-deep subscript chain, 34 s for 2,000 nested calls).
   Modules are immutable, so sharing one is safe;
-* code that CPython compiles but libcst's parser rejects: a line holding only a
-  backslash continuation at the start of an indented block (``def f():`` then
-  ``\`` alone), and a final ``\`` before the ``\r\n`` that ends the file.  For
-  analysis, such a backslash is read as a space when that leaves Python's syntax
-  tree, positions included, unchanged: the same lines and columns, so every
-  position stays the file's.  The text given back to fixes is never rewritten:
-  :func:`parse_module` alone is used there.
+* code that CPython compiles but libcst's parser rejects, found by the fuzzing: a
+  line holding only a backslash continuation at the start of an indented block
+  (``def f():`` then ``\`` alone), a final ``\`` before the ``\r\n`` that ends the
+  file, and a form feed in the leading whitespace of a line inside a block (CPython
+  counts the indentation from the last form feed).  For analysis, such a backslash
+  is read as a space, and such a line loses what precedes its last form feed, when
+  that leaves Python's syntax tree unchanged, positions included once the columns
+  a line lost are added back (:attr:`ReadableModule.column_shifts`).  The text given
+  back to fixes is never rewritten: :func:`parse_module` alone is used there.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-import re
+from dataclasses import dataclass
+from typing import Mapping
 
 import libcst as cst
 
-# A backslash that is all of its line but leading whitespace, or that ends the file before \r\n.
-_LIMIT_BACKSLASH = re.compile(r"^[ \t\f]*\\(?=\r?\n)|\\(?=\r\n\Z)", re.MULTILINE)
-# Each candidate costs a parse by CPython when they can't all be read as spaces at once.
+# Each candidate costs a parse by CPython when they can't all be applied at once.
 _MOST_TRIED_ONE_BY_ONE = 32
 
 
@@ -35,46 +36,95 @@ def parse_module(source: str) -> cst.Module:
     return cst.parse_module(source)
 
 
-def parse_for_analysis(source: str) -> cst.Module:
+@dataclass(frozen=True)
+class ReadableModule:
+    """A module parsed for analysis, and the columns each rewritten line lost at its start."""
+
+    module: cst.Module
+    column_shifts: Mapping[int, int]  # 1-based line -> columns to add to a position on it
+
+
+def parse_for_analysis(source: str) -> ReadableModule:
     """``source`` parsed by libcst, past the parser's limits described above.
 
     Raises the first ``libcst.ParserSyntaxError`` when no such rewrite applies.
     """
+    if "\f" in source:
+        # libcst rejects a form feed before an indented line, and elsewhere leaves it out
+        # of the columns it gives: read such lines as CPython does first.
+        readable = _readable(source)
+        if readable is not None:
+            text, shifts = readable
+            return ReadableModule(parse_module(text), shifts)
     try:
-        return parse_module(source)
+        return ReadableModule(parse_module(source), {})
     except cst.ParserSyntaxError:
-        readable = _backslashes_as_spaces(source)
+        readable = _readable(source)
         if readable is None:
             raise
-    return parse_module(readable)
+    text, shifts = readable
+    return ReadableModule(parse_module(text), shifts)
 
 
-def _backslashes_as_spaces(source: str) -> str | None:
-    """``source`` with the backslashes libcst rejects read as spaces, where Python's tree stays the same."""
-    offsets = [match.end() - 1 for match in _LIMIT_BACKSLASH.finditer(source)]
-    if not offsets:
+# An edit of one line: (index of the line, its new text, the columns it lost at its start).
+_Edit = tuple[int, str, int]
+
+
+def _readable(source: str) -> tuple[str, dict[int, int]] | None:
+    """``source`` past libcst's limits, and the column shifts, where Python's tree stays the same."""
+    lines = source.split("\n")
+    edits = _edits(lines, source.endswith("\\\r\n"))
+    if not edits:
         return None
-    reference = _tree(source)
+    reference = _shape(source, {})
     if reference is None:
         return None
-    every = _blanked(source, offsets)
-    if _tree(every) == reference:
+    every = _applied(lines, edits)
+    if _shape(*every) == reference:
         return every
     # One of them is inside a string (or changes the code): keep the others.
-    kept = [offset for offset in offsets[:_MOST_TRIED_ONE_BY_ONE] if _tree(_blanked(source, [offset])) == reference]
-    return _blanked(source, kept) if kept else None
+    kept = [edit for edit in edits[:_MOST_TRIED_ONE_BY_ONE] if _shape(*_applied(lines, [edit])) == reference]
+    together = _applied(lines, kept)
+    return together if kept and _shape(*together) == reference else None
 
 
-def _blanked(source: str, offsets: list[int]) -> str:
-    chars = list(source)
-    for offset in offsets:
-        chars[offset] = " "
-    return "".join(chars)
+def _edits(lines: list[str], final_backslash: bool) -> list[_Edit]:
+    edits: list[_Edit] = []
+    for index, line in enumerate(lines):
+        rest = line.lstrip(" \t\f")
+        lead = line[: len(line) - len(rest)]
+        cut = lead.rfind("\f") + 1  # CPython counts the indentation from the last form feed
+        new = line[cut:]
+        if rest.rstrip("\r") == "\\":  # a backslash continuation alone on its line
+            new = new.replace("\\", " ", 1)
+        if new != line:
+            edits.append((index, new, cut))
+    if final_backslash and len(lines) >= 2 and lines[-2].endswith("\\\r"):
+        line = lines[-2]
+        edits.append((len(lines) - 2, line[:-2] + " \r", 0))
+    return edits
 
 
-def _tree(source: str) -> str | None:
-    """Python's syntax tree of ``source`` with every position, or None when it does not compile."""
+def _applied(lines: list[str], edits: list[_Edit]) -> tuple[str, dict[int, int]]:
+    changed = list(lines)
+    shifts: dict[int, int] = {}
+    for index, new, cut in edits:
+        changed[index] = new
+        if cut:
+            shifts[index + 1] = cut
+    return "\n".join(changed), shifts
+
+
+def _shape(source: str, shifts: Mapping[int, int]) -> tuple[str, tuple[tuple[int, int], ...]] | None:
+    """Python's syntax tree of ``source`` and where each node starts, columns shifted back;
+    None when it does not compile."""
     try:
-        return ast.dump(ast.parse(source), include_attributes=True)
+        tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+    starts = tuple(
+        (node.lineno, node.col_offset + shifts.get(node.lineno, 0))
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.expr, ast.stmt, ast.arg, ast.keyword, ast.excepthandler, ast.alias))
+    )
+    return ast.dump(tree), starts

@@ -65,6 +65,8 @@ class ParsedUnit:
     _positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict, repr=False)
     # For code made of lines picked from the file: the file's line of each line (1-based).
     line_map: Sequence[int] | None = field(default=None, repr=False)
+    # Columns a line lost when it was rewritten for libcst (model.cst_parse), by line of ``module``.
+    column_shifts: Mapping[int, int] = field(default_factory=dict, repr=False)
 
     @classmethod
     def parse(
@@ -75,14 +77,22 @@ class ParsedUnit:
         column_offset: int = 0,
         enclosing: tuple[tuple[str, str], ...] = (),
         line_map: Sequence[int] | None = None,
+        column_shifts: Mapping[int, int] | None = None,
     ) -> "ParsedUnit":
         """Parse ``source``; raises ``libcst.ParserSyntaxError`` when it is not valid.
 
         ``line_map`` gives the file's line of each line of ``source`` (whose lines are
-        then the file's lines, picked in order), instead of ``line_offset``.
+        then the file's lines, picked in order), instead of ``line_offset``;
+        ``column_shifts``, the characters removed from the start of some lines beyond
+        ``column_offset`` (form feeds: see :func:`~autograd_lint.model.locate.class_block`).
         """
-        wrapper = MetadataWrapper(parse_for_analysis(source), unsafe_skip_copy=True)
-        unit = cls(path, wrapper.module, line_offset, column_offset, enclosing, line_map=line_map)
+        readable = parse_for_analysis(source)
+        wrapper = MetadataWrapper(readable.module, unsafe_skip_copy=True)
+        shifts = dict(column_shifts or {})
+        for line, shift in readable.column_shifts.items():
+            shifts[line] = shifts.get(line, 0) + shift
+        unit = cls(path, wrapper.module, line_offset, column_offset, enclosing, line_map=line_map,
+                   column_shifts=shifts)
         unit._wrapper = wrapper  # positions are computed when first asked for
         return unit
 
@@ -100,7 +110,8 @@ class ParsedUnit:
 
     def position(self, node: cst.CSTNode) -> Position:
         start = self._table[node].start
-        return Position(self._line(start.line), start.column + self.column_offset)
+        column = start.column + self.column_offset + self.column_shifts.get(start.line, 0)
+        return Position(self._line(start.line), column)
 
     def add_positions(self, original: cst.CSTNode, made: Sequence[cst.CSTNode]) -> None:
         """Give nodes built from ``original`` (not parsed from the file) its position."""

@@ -28,8 +28,8 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping, Sequence
 
 # Indentation as Python's tokenizer reads it: spaces, tabs, and form feeds, which
 # reset the column to 0 (so only what follows the last one counts).
@@ -62,6 +62,8 @@ class ClassBlock:
     last_line: int
     column_offset: int  # characters removed from the start of every line
     enclosing: tuple[tuple[str, str], ...]  # (("def"|"class"), name) from outermost
+    # More characters removed from a line: what precedes its last form feed (1-based line of ``source``).
+    column_shifts: Mapping[int, int] = field(default_factory=dict)
 
 
 def _matching_paren(text: str, open_index: int) -> int:
@@ -259,10 +261,14 @@ def class_block(lines: Sequence[str], header: ClassHeader) -> ClassBlock:
     while end - 1 > start and not _is_code(_indentation(lines[end - 1])[1]):
         end -= 1
     body = []
-    for line in lines[start:end]:
+    shifts: dict[int, int] = {}
+    for number, line in enumerate(lines[start:end], start=1):
         own_indent, rest = _indentation(line)
         if own_indent.startswith(header.indent):
             body.append(own_indent[indent:] + rest)
+            dropped = len(line) - len(own_indent) - len(rest)
+            if dropped:
+                shifts[number] = dropped
         else:
             body.append(rest)  # a comment or blank line left of the class
     return ClassBlock(
@@ -272,6 +278,7 @@ def class_block(lines: Sequence[str], header: ClassHeader) -> ClassBlock:
         last_line=end,
         column_offset=indent,
         enclosing=_enclosing_scopes(lines, start, indent),
+        column_shifts=shifts,
     )
 
 

@@ -211,6 +211,8 @@ class MethodModel:
     # ids of the attribute loads that a comprehension evaluates once per item (its element,
     # conditions and inner iterables; not its outermost iterable).
     per_item_reads: set[int] = field(default_factory=set)
+    # Every binding, each once, in the order the walk first made it (see :meth:`all_bindings`).
+    ordered: list[Binding] = field(default_factory=list)
     # id(node) -> the node enclosing it; built when first asked (see :meth:`parent`).
     _parents: dict[int, cst.CSTNode] | None = field(default=None, repr=False)
 
@@ -222,6 +224,13 @@ class MethodModel:
     def bindings_of(self, name: str) -> list[Binding]:
         """Every binding of ``name``, the parameter first, then in text order."""
         return self.bindings.get(name, [])
+
+    def all_bindings(self) -> list[Binding]:
+        """Every binding of the body, each once, in the order the walk first makes it: the
+        parameters, then the text order (a loop body's bindings once; a ``try``'s handlers
+        before its ``else``), whatever their names.  Code after a ``return`` or ``raise`` in
+        the same block is not walked, so binds nothing."""
+        return self.ordered
 
     def is_rebound(self, name: str) -> bool:
         """Whether the body gives ``name`` another value anywhere (narrowings do not count)."""
@@ -432,6 +441,49 @@ class MethodModel:
         return None
 
 
+class BindingFacts:
+    """Facts that a rule computes per binding of one body, in walk order, to a fixed point.
+
+    A binding's facts come from its value expression, through the facts of the bindings
+    that reach the names it reads (:meth:`reaching`).  The guard against cycles through
+    loops: a binding not computed yet (one a loop body makes after the use it reaches, at
+    the loop's top) reads as having none.  When the first round read such a binding,
+    rounds repeat until one changes nothing, so ``compute`` must only ever add facts (a
+    fact once found is kept), and the rounds end.  Straight-line code takes one round.
+    """
+
+    def __init__(self, model: MethodModel) -> None:
+        self.model = model
+        self.rank = {b: i for i, b in enumerate(model.all_bindings())}
+        self.done: set[Binding] = set(self.rank)
+        self.ahead = False  # whether a binding not computed yet was read
+        self.rounds = 0
+
+    def reaching(self, use: cst.Name) -> list[Binding]:
+        """The bindings whose value ``use`` reads (narrowings followed), in walk order."""
+        found = self.model.unnarrowed(self.model.reaching(use))
+        if len(found) > 1:
+            found.sort(key=self.rank.__getitem__)
+        if not self.ahead and any(b not in self.done for b in found):
+            self.ahead = True
+        return found
+
+    def solve(self, computed: Sequence[Binding], compute: Callable[[Binding], bool]) -> None:
+        """Runs ``compute`` (true when it found a new fact) over ``computed``, in walk order,
+        reading facts at uses through :meth:`reaching`; any other binding has its facts
+        from the start."""
+        self.done.difference_update(computed)
+        for binding in computed:
+            compute(binding)
+            self.done.add(binding)
+        self.rounds = 1
+        if self.ahead:
+            while True:
+                self.rounds += 1
+                if not any([compute(b) for b in computed]):  # a list: every binding, each round
+                    break
+
+
 def _origins(expr: cst.BaseExpression, reaching: Callable[[cst.Name], frozenset[Binding]]) -> frozenset[Binding]:
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
         method = expr.func.attr.value
@@ -582,6 +634,7 @@ class _Walker:
             binding = Binding(name, How.PARAMETER, param, None, kind)
             self.model.params[name] = binding
             self.model.bindings.setdefault(name, []).append(binding)
+            self.model.ordered.append(binding)
             env[name] = frozenset({binding})
             if param.default is not None:
                 self._expr(param.default, {})
@@ -604,6 +657,7 @@ class _Walker:
         if binding is None:
             binding = self.made[key] = Binding(name, how, site, value, kind, aliases)
             self.model.bindings.setdefault(name, []).append(binding)
+            self.model.ordered.append(binding)
         else:  # a loop body walked again: the same site, reached by more bindings now
             binding.kind = join((binding.kind, kind))
             binding.aliases = tuple(dict.fromkeys((*binding.aliases, *aliases)))

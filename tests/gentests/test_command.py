@@ -184,3 +184,16 @@ def test_recorded_cuda_cases_are_skipped_where_cuda_is_missing(pytester: pytest.
     else:
         result.assert_outcomes(passed=3, skipped=3)
         result.stdout.fnmatch_lines(["SKIPPED *case recorded on cuda:0; cuda is not available here"])
+
+
+def test_a_module_whose_dependency_is_missing_is_skipped_not_an_error(pytester: pytest.Pytester) -> None:
+    # torch's own CUDA-only kernels import `cuda.bindings` at the top: on a CPU
+    # machine their generated tests were a collection error, a failure with no bug.
+    pytest.importorskip("torch")
+    project = write_project(pytester.path)
+    ops = project / "pkg" / "ops.py"
+    ops.write_text("import not_installed_anywhere_xyz\n" + ops.read_text())
+    assert gen() == 0
+    result = pytester.runpytest_subprocess(str(project / OUT), "-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED *pkg.ops cannot be imported here: it needs not_installed_anywhere_xyz*"])

@@ -275,30 +275,3 @@ def test_a_gradcheck_failure_says_whether_float32_would_see_it(factor: float, ve
         harness.check_gradcheck(_scaled_sine(factor), Case((tensor((3, 4)),)))
     assert verdict in str(failure.value).splitlines()
 
-
-class WrongVmapped(torch.autograd.Function):
-    """sin with a vmap rule generated, and a backward missing cos."""
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x):
-        return x.sin()
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad
-
-
-def test_the_gradcheck_of_the_vmap_check_fails_with_the_explanatory_header() -> None:
-    with pytest.raises(pytest.fail.Exception) as failure:
-        harness.check_vmap(WrongVmapped, Case((tensor((3, 4)),)))
-    message = str(failure.value)
-    assert message.startswith("WrongVmapped: gradients computed under vmap differ from the unbatched ones or from "
-                              "finite differences (gradcheck, check_batched_grad=True)\n"
-                              "inputs (float64): #0: tensor (3, 4) float64, requires_grad; seed 0")
-    assert "100 times looser: not a precision problem" in message

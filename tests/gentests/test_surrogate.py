@@ -213,3 +213,87 @@ def test_backward_plainly_not_the_derivative_is_hinted_and_nothing_else(pytester
         assert outcomes[name] == {"skipped": 1, "passed": 1}, (name, outcomes[name])  # xfailed gradcheck
     for name in ("TestIdentity", "TestAdd", "TestDouble"):
         assert outcomes[name] == {"passed": 3}, (name, outcomes[name])  # gradcheck, non-contiguous, gradgradcheck
+
+
+SPLIT_STYLE_AND_SEVERAL_OUTPUTS = '''\
+import torch
+from torch.autograd import Function
+
+
+class ScaleGrad(Function):
+    """torch's autograd_function_db.ScaleGradGenVmap: split style, a class constant."""
+
+    scale = 3.14
+
+    @staticmethod
+    def forward(x):
+        return x.clone()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ScaleGrad.scale
+
+
+class ZeroGradients(Function):
+    """torch's autograd_function_db.ZeroGradientsGenVmap: two outputs, zeros for both."""
+
+    @staticmethod
+    def forward(x, y):
+        return x.clone(), y.clone()
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        pass
+
+    @staticmethod
+    def backward(ctx, gx, gy):
+        return torch.zeros(gx.shape, dtype=gx.dtype), torch.zeros_like(gy)
+
+
+class Pair(Function):
+    @staticmethod
+    def forward(x, y):
+        return x.clone(), y.clone()
+
+    @staticmethod
+    def setup_context(ctx, inputs, outputs):
+        pass
+
+    @staticmethod
+    def backward(ctx, gx, gy):
+        return gx, gy
+
+
+class Filled(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        result = torch.zeros_like(grad)
+        result[...] = grad
+        return result
+'''
+
+
+def test_split_style_and_several_outputs_are_hinted_too(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(hints=SPLIT_STYLE_AND_SEVERAL_OUTPUTS)
+    generated = gen_tests(pytester.path, "hints.py", "--out", "gen")
+    assert generated.returncode == 0, generated.stderr
+    hinted = sorted(line.split(": ")[1] for line in generated.stdout.splitlines()
+                    if "backward plainly is not the derivative" in line)
+    assert hinted == ["ScaleGrad", "ZeroGradients"]
+    assert "forward returns its input 'x' unchanged and backward returns zeros for it" in generated.stdout
+    pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
+    assert outcomes == {
+        "TestScaleGrad": {"skipped": 1, "passed": 1},  # xfailed gradcheck, surrogate gradients
+        "TestZeroGradients": {"skipped": 1, "passed": 1},
+        "TestPair": {"passed": 3},  # gradcheck, its non-contiguous twin, gradgradcheck
+        "TestFilled": {"passed": 3},
+    }

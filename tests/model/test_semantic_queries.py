@@ -7,9 +7,9 @@ import textwrap
 
 import libcst as cst
 
-from autograd_lint.model import semantic
+from autograd_lint.model import semantic, traverse
 from autograd_lint.model.imports import ImportMap
-from autograd_lint.model.semantic import How, MethodModel
+from autograd_lint.model.semantic import Binding, BindingFacts, How, MethodModel
 
 
 def model_of(source: str) -> MethodModel:
@@ -82,6 +82,94 @@ def test_loads_follow_the_text_through_try_except_else() -> None:
     assert [n.attr.value for n in model.attribute_loads("ctx")] == ["first", "handler", "orelse", "last"]
     # Bindings are recorded in the same order.
     assert list(model.bindings)[-4:] == ["a", "b", "c", "d"]
+
+
+# -- every binding, in walk order ---------------------------------------------------
+def test_all_bindings_in_walk_order_each_once() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad, *rest):
+            a = grad
+            for i in range(2):
+                b = a * i
+                a = b
+            try:
+                c = a
+            except ValueError as e:
+                d = 0
+            else:
+                c = 1
+            if c is not None:
+                pass
+            return a
+            dead = 1
+        """
+    )
+    found = model.all_bindings()
+    assert [(b.name, b.how) for b in found if b.how is not How.NARROWING] == [
+        ("ctx", How.PARAMETER), ("grad", How.PARAMETER), ("rest", How.PARAMETER),
+        ("a", How.ASSIGNMENT), ("i", How.FOR), ("b", How.ASSIGNMENT), ("a", How.ASSIGNMENT),
+        ("c", How.ASSIGNMENT), ("e", How.EXCEPT), ("d", How.ASSIGNMENT), ("c", How.ASSIGNMENT),
+    ]
+    assert len(found) == len({id(b) for b in found})
+    assert {id(b) for b in found} == {id(b) for every in model.bindings.values() for b in every}
+
+
+# -- facts per binding ----------------------------------------------------------------
+def derived_from_x(source: str) -> tuple[list[tuple[str, int]], BindingFacts]:
+    """The bindings computed from ``x`` (directly or through others), as (name, position in
+    walk order), and the solver that found them."""
+    model = model_of(source)
+    facts = BindingFacts(model)
+    derived: set[Binding] = {model.params["x"]}
+
+    def compute(binding: Binding) -> bool:
+        if binding in derived or binding.value is None:
+            return False
+        reads = [n for n in traverse.walk(binding.value) if isinstance(n, cst.Name)]
+        if any(b in derived for use in reads for b in facts.reaching(use)):
+            derived.add(binding)
+            return True
+        return False
+
+    computed = [b for b in model.all_bindings() if b.how is How.ASSIGNMENT]
+    facts.solve(computed, compute)
+    order = model.all_bindings()
+    return [(b.name, order.index(b)) for b in order if b in derived], facts
+
+
+def test_binding_facts_straight_line_take_one_round() -> None:
+    found, facts = derived_from_x(
+        """
+        def forward(ctx, x, w):
+            a = w * 2
+            b = x + a
+            a = b
+            c = w
+            return a
+        """
+    )
+    assert [name for name, _ in found] == ["x", "b", "a"]
+    assert facts.rounds == 1
+
+
+def test_binding_facts_follow_a_loop_back_to_its_top() -> None:
+    found, facts = derived_from_x(
+        """
+        def forward(ctx, x, w):
+            c = w
+            b = w
+            for _ in range(3):
+                a = b * 2
+                if a is not None:
+                    c = a
+                b = x
+            return c
+        """
+    )
+    # `a` reads the `b = x` of the previous round; `c = a` reads `a` through its narrowing.
+    assert [name for name, _ in found] == ["x", "a", "c", "b"]
+    assert facts.rounds == 3  # the first round read `b = x` before computing it; one round to confirm
 
 
 # -- the tree ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ be reported at its own line, in one run next to a file that can't be parsed.
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,25 @@ def test_backslash_lines_libcst_rejects_are_analysed_at_their_own_positions(tmp_
     assert fixed.returncode == 2 and "Traceback" not in fixed.stderr
     assert len(fixed.stderr.splitlines()) == 1 and "fixable.py: not fixed: libcst cannot parse it" in fixed.stderr
     assert (tmp_path / "fixable.py").read_bytes() == fixable.encode()
+
+
+def test_a_form_feed_starting_a_line_inside_a_block_is_analysed_at_python_s_columns(tmp_path: Path) -> None:
+    # Found by this session's fuzz run (2 of the first 900 mutations): CPython counts a
+    # line's indentation from its last form feed; libcst's tokenizer rejects such a
+    # line inside a block ("no matching outer block for dedent").
+    # libcst gave the second file's finding one column short of Python's (and flake8's).
+    files = {
+        "indented.py": FUNCTION.replace(
+            "        return grad * b\n", "        if grad is None:\n\x0c            raise ValueError\n        return grad * b\n"
+        ),
+        "same_indent.py": FUNCTION.replace("        return grad * b\n", "\x0c        return grad * b\n"),
+    }
+    expected = []
+    for name, text in files.items():
+        tree = compile(text, name, "exec", flags=ast.PyCF_ONLY_AST)
+        ret = [node for node in ast.walk(tree) if isinstance(node, ast.Return)][-1]
+        expected.append(f"{name}:{ret.lineno}:{ret.col_offset + 1}: AGL001 ")
+        (tmp_path / name).write_bytes(text.encode())
+    result = check(*files, cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (1, "")
+    assert [line.split(" AGL001 ")[0] + " AGL001 " for line in result.stdout.splitlines()[:2]] == expected
