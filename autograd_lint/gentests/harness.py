@@ -856,7 +856,8 @@ def check_gradcheck_non_contiguous(function: Any, case: Case, atol: float = _ATO
 def check_gradgradcheck(function: Any, case: Case, atol: float = _ATOL, rtol: float = _RTOL) -> None:
     """backward is itself differentiable, correctly."""
     _run_gradcheck(
-        "gradgradcheck (double backward)", "double backward differs from finite differences of backward (gradgradcheck). backward is not "
+        "gradgradcheck (double backward)",
+        "double backward differs from finite differences of backward (gradgradcheck). backward is not "
         "@once_differentiable, so autograd differentiates through it and returns this wrong second "
         "derivative silently; if it is not meant to be differentiated twice, decorate it with "
         "@once_differentiable",
@@ -882,14 +883,16 @@ def check_once_differentiable(function: Any, case: Case) -> None:
 
 def check_forward_ad(function: Any, case: Case, atol: float = _ATOL, rtol: float = _RTOL) -> None:
     """jvp agrees with finite differences (forward-mode AD)."""
-    _run_gradcheck("gradcheck(check_forward_ad=True)", "jvp differs from finite differences of forward (gradcheck, check_forward_ad=True)",
+    _run_gradcheck("gradcheck(check_forward_ad=True)",
+                   "jvp differs from finite differences of forward (gradcheck, check_forward_ad=True)",
                    function, case, torch.autograd.gradcheck, atol=atol, rtol=rtol, check_forward_ad=True,
                    check_backward_ad=False, check_undefined_grad=False)
 
 
 def check_undefined_grad(function: Any, case: Case, atol: float = _ATOL, rtol: float = _RTOL) -> None:
     """backward treats undefined (``None``) output gradients as zeros."""
-    _run_gradcheck("gradcheck(check_undefined_grad=True)", "backward mishandles undefined (None) output gradients (gradcheck, check_undefined_grad=True)",
+    _run_gradcheck("gradcheck(check_undefined_grad=True)",
+                   "backward mishandles undefined (None) output gradients (gradcheck, check_undefined_grad=True)",
                    function, case, torch.autograd.gradcheck, atol=atol, rtol=rtol, check_undefined_grad=True)
 
 

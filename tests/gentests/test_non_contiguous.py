@@ -109,18 +109,18 @@ def test_a_function_assuming_contiguous_memory_fails_and_says_so(pytester: pytes
     }, result.stdout.str()
     output = result.stdout.str()
     result.stdout.fnmatch_lines([
-        "RowMajorKernel: backward and the finite-difference Jacobian of forward disagree on non-contiguous inputs "
-        "(gradcheck)",
+        ("RowMajorKernel: backward and the finite-difference Jacobian of forward disagree on non-contiguous inputs "
+         "(gradcheck)"),
         f"inputs #0, #1 {CONTIGUITY}*",
         "gradcheck said: Jacobian mismatch for output 0 with respect to input 1,",
     ])
     result.stdout.fnmatch_lines([
-        "RowSums: gradcheck with non-contiguous inputs raised RuntimeError: view size is not compatible with input "
-        "tensor's size and stride*(*layouts.py:*, in backward)",
+        ("RowSums: gradcheck with non-contiguous inputs raised RuntimeError: view size is not compatible with input "
+         "tensor's size and stride*(*layouts.py:*, in backward)"),
         f"inputs #0 {CONTIGUITY}*",
     ])
-    result.stdout.fnmatch_lines(["SKIPPED *TruncatedExp: gradcheck fails on contiguous inputs too (GradcheckError; "
-                                 "test_gradcheck reports it): not a question of memory layout"])
+    result.stdout.fnmatch_lines([("SKIPPED *TruncatedExp: gradcheck fails on contiguous inputs too (GradcheckError; "
+                                  "test_gradcheck reports it): not a question of memory layout")])
     # A layout failure is not a question of precision: no looser or float32 re-run.
     layout_failures = [part for part in re.split(r"_{3,} Test", output)
                        if part.startswith(("RowMajorKernel.", "RowSums."))]
