@@ -92,6 +92,9 @@ class FileAnalysis:
     open_refs: set[str] = field(default_factory=set)
     # The custom ops the file defines and registers on; None for a file that has none.
     custom_ops: CustomOpModule | None = None
+    # What model.usage derives from the whole module (its scopes, the apply index, the
+    # uses of the Functions): built on the first rule's request, shared by the others.
+    usage_cache: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
 
 
 def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None = None) -> bool:

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
 
 import libcst as cst
 from libcst.metadata import Assignment, MetadataWrapper, Scope, ScopeProvider
@@ -107,7 +107,29 @@ def function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
     """Every call on a Function class of this module, in source order.
 
     Empty unless the whole module was parsed (see :mod:`autograd_lint.model.analysis`).
+    Found once per analysis, whichever rules ask.
     """
+    if "uses" not in analysis.usage_cache:
+        analysis.usage_cache["uses"] = _function_uses(analysis)
+    return cast(list[FunctionUse], analysis.usage_cache["uses"])
+
+
+def apply_index(analysis: "FileAnalysis") -> "ApplyIndex":
+    """The module's :class:`ApplyIndex`, built once per analysis, whichever rules ask."""
+    if "apply_index" not in analysis.usage_cache:
+        analysis.usage_cache["apply_index"] = ApplyIndex(analysis)
+    return cast(ApplyIndex, analysis.usage_cache["apply_index"])
+
+
+def _scopes(analysis: "FileAnalysis", unit: "ParsedUnit") -> Mapping[cst.CSTNode, Scope | None]:
+    """libcst's scopes of the whole module (``unit``), resolved once per analysis:
+    the most expensive step of both indexes."""
+    if "scopes" not in analysis.usage_cache:
+        analysis.usage_cache["scopes"] = MetadataWrapper(unit.module, unsafe_skip_copy=True).resolve(ScopeProvider)
+    return cast(Mapping[cst.CSTNode, "Scope | None"], analysis.usage_cache["scopes"])
+
+
+def _function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
     unit = analysis.whole_module
     if unit is None or not analysis.functions:
         return []
@@ -118,7 +140,7 @@ def function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
     }
     if not by_position:
         return []
-    scopes = MetadataWrapper(unit.module, unsafe_skip_copy=True).resolve(ScopeProvider)
+    scopes = _scopes(analysis, unit)
     visitor = _UseVisitor(unit, by_position, scopes)
     traverse.visit(unit.module, visitor)
     uses = [replace(use, class_methods=_class_methods(use.function, visitor.defined)) for use in visitor.uses]
@@ -332,9 +354,7 @@ class ApplyIndex:
         positions = {
             spec.position: spec for spec in analysis.functions if analysis.units.get(spec.qualname) is unit
         }
-        self.scopes: Mapping[cst.CSTNode, Scope | None] = MetadataWrapper(
-            unit.module, unsafe_skip_copy=True
-        ).resolve(ScopeProvider)
+        self.scopes = _scopes(analysis, unit)
         self.specs: dict[cst.ClassDef, FunctionSpec] = {}
         self.values: dict[cst.Name, cst.BaseExpression] = {}  # `name = value` targets
         self.calls: list[cst.Call] = []

@@ -10,7 +10,7 @@ from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.model.exprs import is_literal
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 from autograd_lint.model.spec import Kind
-from autograd_lint.model.usage import ApplyIndex
+from autograd_lint.model.usage import apply_index
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -75,7 +75,7 @@ class ContainerArguments(Rule):
     def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         if analysis.whole_module is None or not analysis.functions:
             return
-        index = ApplyIndex(analysis)
+        index = apply_index(analysis)
         for call in index.calls:
             function = index.applied(call.func)
             if function is None:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.model.spec import Kind
-from autograd_lint.model.usage import ApplyIndex
+from autograd_lint.model.usage import apply_index
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class DuplicateApplyInput(Rule):
     def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         if analysis.whole_module is None or not analysis.functions:
             return
-        index = ApplyIndex(analysis)
+        index = apply_index(analysis)
         for call in index.calls:
             function = index.applied(call.func)
             if function is None:
