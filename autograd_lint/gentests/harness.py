@@ -207,31 +207,30 @@ def import_subject(module_name: str, test_file: str, root_from_test: str) -> Any
     the generated test file; it is only used when the module is not importable
     already (an installed package, or a root that pytest put on ``sys.path``).
     """
-    top_level = module_name.split(".")[0]
     try:
-        return importlib.import_module(module_name)
+        return _import_or_skip(module_name)
     except ModuleNotFoundError as error:
         if error.name is None:
             raise
-        if error.name.split(".")[0] != top_level:
-            _skip_missing_dependency(module_name, error.name)
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(test_file)), root_from_test))
     sys.path.insert(0, root)
+    return _import_or_skip(module_name)
+
+
+def _import_or_skip(module_name: str) -> Any:
+    """Import ``module_name``; skip the test module when what is missing is another package.
+
+    Not a bug of the Function: its module needs a package this environment lacks
+    (torch's own CUDA-only kernels import `cuda.bindings` on a CPU machine).  A
+    missing module of the subject's own package is raised, for the caller.
+    """
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as error:
-        if error.name is not None and error.name.split(".")[0] != top_level:
-            _skip_missing_dependency(module_name, error.name)
+        if error.name is not None and error.name.split(".")[0] != module_name.split(".")[0]:
+            pytest.skip(f"{module_name} cannot be imported here: it needs {error.name}, which is not installed",
+                        allow_module_level=True)
         raise
-
-
-def _skip_missing_dependency(module_name: str, missing: str) -> None:
-    # Not a bug of the Function: its module needs a package this environment lacks
-    # (torch's own CUDA-only kernels import `cuda.bindings` on a CPU machine).
-    pytest.skip(
-        f"{module_name} cannot be imported here: it needs {missing}, which is not installed",
-        allow_module_level=True,
-    )
 
 
 # ---------------------------------------------------------------------------

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
 import libcst as cst
 
+# A form feed in a line's leading whitespace, followed on that line by code.
+_FORM_FEED_BEFORE_CODE = re.compile(r"^[ \t\f]*\f[ \t\f]*[^\s#]", re.MULTILINE)
 # Each candidate costs a parse by CPython when they can't all be applied at once.
 _MOST_TRIED_ONE_BY_ONE = 32
 
@@ -49,9 +52,10 @@ def parse_for_analysis(source: str) -> ReadableModule:
 
     Raises the first ``libcst.ParserSyntaxError`` when no such rewrite applies.
     """
-    if "\f" in source:
+    if "\f" in source and _FORM_FEED_BEFORE_CODE.search(source):
         # libcst rejects a form feed before an indented line, and elsewhere leaves it out
-        # of the columns it gives: read such lines as CPython does first.
+        # of the columns it gives: read such lines as CPython does first.  A page break
+        # on a line of its own (or before a comment) holds no node: libcst reads it alone.
         readable = _readable(source)
         if readable is not None:
             text, shifts = readable
