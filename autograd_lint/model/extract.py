@@ -8,11 +8,12 @@ Function subclasses and describes each one.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from autograd_lint.model import semantic, traverse
 from autograd_lint.model.cst_parse import parse_for_analysis
@@ -20,6 +21,7 @@ from autograd_lint.model.exprs import dotted_name, is_literal, is_none
 from autograd_lint.model.flow import return_statements as flow_returns
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.locate import scope_prefix
+from autograd_lint.model.positions import positions
 from autograd_lint.model.source import split_lines
 from autograd_lint.model.spec import (
     FUNCTION_METHODS,
@@ -87,20 +89,18 @@ class ParsedUnit:
         ``column_offset`` (form feeds: see :func:`~autograd_lint.model.locate.class_block`).
         """
         readable = parse_for_analysis(source)
-        wrapper = MetadataWrapper(readable.module, unsafe_skip_copy=True)
         shifts = dict(column_shifts or {})
         for line, shift in readable.column_shifts.items():
             shifts[line] = shifts.get(line, 0) + shift
-        unit = cls(path, wrapper.module, line_offset, column_offset, enclosing, line_map=line_map,
+        unit = cls(path, readable.module, line_offset, column_offset, enclosing, line_map=line_map,
                    column_shifts=shifts)
-        unit._wrapper = wrapper  # positions are computed when first asked for
+        unit._pending = True  # positions are computed when first asked for
         return unit
 
     @property
     def _table(self) -> Mapping[cst.CSTNode, CodeRange]:
-        wrapper = self.__dict__.pop("_wrapper", None)
-        if wrapper is not None:
-            self._positions = _positions(wrapper)
+        if self.__dict__.pop("_pending", False):
+            self._positions = positions(self.module)
         return self._positions
 
     def _line(self, line: int) -> int:
@@ -115,30 +115,14 @@ class ParsedUnit:
 
     def add_positions(self, original: cst.CSTNode, made: Sequence[cst.CSTNode]) -> None:
         """Give nodes built from ``original`` (not parsed from the file) its position."""
-        positions = dict(self._table)
-        for node in made:
-            positions[node] = positions[original]
-        self._positions = positions
+        table = self._table
+        self._positions = ChainMap({node: table[original] for node in made}, table)
 
     def end_line(self, node: cst.CSTNode) -> int:
         return self._line(self._table[node].end.line)
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
-
-
-def _positions(wrapper: MetadataWrapper) -> Mapping[cst.CSTNode, CodeRange]:
-    """Every node's position, as ``wrapper.resolve(PositionProvider)`` gives them.
-
-    ``resolve`` also walks the whole tree once for batchable providers even when
-    there are none, which cost as much as computing the positions; asking the
-    provider directly skips that walk.  Should libcst rename that entry point, the
-    public route still works.
-    """
-    generate = getattr(PositionProvider(), "_gen", None)
-    if generate is None:
-        return wrapper.resolve(PositionProvider)
-    return generate(wrapper)
 
 
 @dataclass

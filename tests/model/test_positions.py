@@ -1,0 +1,67 @@
+"""model.positions gives every node the range libcst's PositionProvider gives it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hypothesmith
+import libcst as cst
+import pytest
+from hypothesis import HealthCheck, given, settings
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from autograd_lint.model.positions import Positions, positions
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def assert_same_ranges(text: str) -> None:
+    module = cst.parse_module(text)
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    found = positions(module)
+    assert set(found) == set(expected)
+    assert {node: found[node] for node in expected} == dict(expected)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted([*ROOT.joinpath("examples").rglob("*.py"), *ROOT.joinpath("autograd_lint", "model").glob("*.py")]),
+    ids=lambda p: p.name,
+)
+def test_the_examples_and_the_model_itself(path: Path) -> None:
+    assert_same_ranges(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "x = 1",  # no final newline: the module drops its last token after placing the statements
+        "\n\n# only comments\n",
+        "@dec\n\n# between\n@other(1)\nasync def f(a, /, b=2, *c, d: 'int' = (3), **e) -> None:\n    ...\n",
+        "class A(B, metaclass=M):\n    x: int = 1; y = 2\n\n    def f(self):\n        return (\n            self\n        )[0]\n",
+        "if a:\n    pass\nelif b:\n    pass\nelse:\n    pass\ntry:\n    x\nexcept* E as e:\n    y\nfinally:\n    z\n",
+        "match p:\n    case [1, *rest] | {'k': v} if v:\n        pass\n    case Point(x=0):\n        pass\n",
+        "s = f'{a!r:>{w}} {b=}' 'c' \"\"\"d\n\"\"\"\nt = lambda *a, k=1: (yield)\n",
+        "x = 'ü' + 'ß'  # non-ASCII columns count characters\ny = x\n",
+        "def f():\n\tif x:\n\t\treturn [i\n\t\t\tfor i in y if i]\n",
+    ],
+)
+def test_tricky_shapes(text: str) -> None:
+    assert_same_ranges(text)
+
+
+def test_carriage_returns_fall_back_to_libcst_itself() -> None:
+    text = "def f(a):\r\n    return a\r\n\r\nx = f(1)\r\n"
+    assert_same_ranges(text)
+    assert not isinstance(positions(cst.parse_module(text)), Positions)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=hypothesmith.from_grammar())
+def test_generated_programs(text: str) -> None:
+    try:
+        cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        return
+    assert_same_ranges(text)
