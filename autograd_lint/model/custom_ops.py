@@ -446,7 +446,7 @@ def extract_custom_ops(
     """
     finder = _Finder(unit, imports, module)
     finder.run()
-    result = CustomOpModule(unit=unit, defined_names=finder.library_names, whole_run=run is not None)
+    result = CustomOpModule(unit=unit, defined_names=finder.library_names)
     result.has_unresolved_registration = finder.unresolved
     by_key: dict[str, CustomOpSpec] = {}
     for op in finder.ops:
@@ -460,17 +460,33 @@ def extract_custom_ops(
         else:
             result.foreign.append(registration)
     if run is not None:
-        result.has_unresolved_registration |= run.has_unresolved_registration
-        result.run_targets = frozenset((r.kind, r.target) for r in (*run.registrations, *finder.registrations))
-        for registration in run.registrations:
-            op = by_key.get(registration.target)
-            if op is not None and registration.path != unit.path:
-                op.registrations.append(registration)
-        elsewhere = {key: op for op in run.ops if op.path != unit.path for key in op.keys}
-        for registration in result.foreign:
-            if registration.target in elsewhere:
-                result.linked.append((elsewhere[registration.target], registration))
+        link_custom_ops(result, run)
     return result
+
+
+def link_custom_ops(module: CustomOpModule, run: RunCustomOps) -> None:
+    """Complete ``module`` (found without ``run``) with the other files' ops and registrations.
+
+    Registrations of other files are attached to this file's ops, after its own, and
+    this file's registrations on other files' ops are paired with them in
+    :attr:`CustomOpModule.linked`.  Done once per module: discovery finds a file's ops
+    in one round and links them in the last, without parsing the file again.
+    """
+    assert module.unit is not None and not module.whole_run, "link a module found in this process, once"
+    path = module.unit.path
+    own = [registration for op in module.ops for registration in op.registrations] + module.foreign
+    by_key = {key: op for op in module.ops for key in op.keys}
+    module.whole_run = True
+    module.has_unresolved_registration |= run.has_unresolved_registration
+    module.run_targets = frozenset((r.kind, r.target) for r in (*run.registrations, *own))
+    for registration in run.registrations:
+        op = by_key.get(registration.target)
+        if op is not None and registration.path != path:
+            op.registrations.append(registration)
+    elsewhere = {key: op for op in run.ops if op.path != path for key in op.keys}
+    for registration in module.foreign:
+        if registration.target in elsewhere:
+            module.linked.append((elsewhere[registration.target], registration))
 
 
 def hidden_function(op: CustomOpSpec, registration: Registration | None = None) -> FunctionSpec | None:

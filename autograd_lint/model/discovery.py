@@ -9,7 +9,10 @@ end after a round that finds nothing new.
 
 The work done for each file is a :data:`FileJob`: discovery alone describes the
 Functions; ``check`` also runs the rules in the same process, while the parsed
-code is still at hand.
+code is still at hand.  Files with custom ops are the exception: their rules need
+every file's ops and registrations, so they run in a last round, in the process
+that analysed the file and kept its analysis (the same worker processes serve
+every round of a run).
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from __future__ import annotations
 import fnmatch
 import multiprocessing
 import os
+import pickle
 import re
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
@@ -32,7 +37,7 @@ from autograd_lint.model.analysis import (
     mentions_function,
     syntax_check,
 )
-from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, mentions_custom_op
+from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, link_custom_ops, mentions_custom_op
 from autograd_lint.model.guard import run_guarded, stage
 from autograd_lint.model.locate import INDENT, line_matches
 from autograd_lint.settings import Settings
@@ -48,6 +53,10 @@ _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _AS_NAME = re.compile(r"[ \t]as[ \t]+([A-Za-z_]\w*)")
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 8
+# How much source text (characters) of files waiting for the last round one process
+# keeps parsed (libcst trees take about 35 bytes per character); files past it are
+# parsed again in the last round.
+_KEPT_CHARS = 8_000_000
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,8 @@ class FileResult(Generic[T]):
     analysed: bool = True
     base_names: frozenset[str] | None = frozenset()
     custom_ops: CustomOpModule | None = None
+    # The process (pid) that keeps this file's analysis for the last round, if one does.
+    kept_by: int | None = None
 
 
 @dataclass(frozen=True)
@@ -146,12 +157,108 @@ def _analyse(source: SourceFile, explicit: bool, state: _Round[T]) -> FileResult
         syntax_check(source)
     analysis = analyze(source, state.known, state.settings, state.needs, run_ops=state.run_ops)
     if analysis.custom_ops is not None and state.run_ops is None:
-        # The last round (_link_custom_ops) analyses the file again, with the custom ops
-        # of the whole run known, and runs the rules then: their result here would be dropped.
-        return FileResult(source.path, analysis.functions, analysis.open_refs, custom_ops=analysis.custom_ops)
+        # The last round (_link_custom_ops) links the file's custom ops with those of the
+        # whole run and runs the rules then: their result here would be dropped.
+        kept_by = _kept.keep(analysis, state.known)
+        return FileResult(
+            source.path, analysis.functions, analysis.open_refs, custom_ops=analysis.custom_ops, kept_by=kept_by
+        )
     with stage(source.path, "running the rules"):
         result = state.job(analysis, state.settings)
     return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
+
+
+class _Kept:
+    """Analyses whose rules wait for the last round, kept in the process that made them,
+    so that the last round does not read and parse those files again (parsed trees
+    don't cross process boundaries).  Emptied at the start and end of every run.
+
+    Each is kept with the Functions known when it was made, as the last round's check
+    that no Function found since could change it.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[FileAnalysis, Mapping[str, FunctionSpec]]] = {}
+        self._chars = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def keep(self, analysis: FileAnalysis, known: Mapping[str, FunctionSpec]) -> int | None:
+        """Keep ``analysis``; this process's id, or None past :data:`_KEPT_CHARS`."""
+        self._drop(analysis.source.path)
+        if self._chars + len(analysis.source.text) > _KEPT_CHARS:
+            return None
+        self._entries[analysis.source.path] = (analysis, known)
+        self._chars += len(analysis.source.text)
+        return os.getpid()
+
+    def take(self, path: str, known: Mapping[str, FunctionSpec]) -> FileAnalysis | None:
+        """The analysis kept for ``path``, if the Functions ``known`` now would not change it."""
+        entry = self._drop(path)
+        if entry is None:
+            return None
+        analysis, known_then = entry
+        if _may_name(analysis, [name for name in known if name not in known_then]):
+            return None
+        return analysis
+
+    def _drop(self, path: str) -> tuple[FileAnalysis, Mapping[str, FunctionSpec]] | None:
+        entry = self._entries.pop(path, None)
+        if entry is not None:
+            self._chars -= len(entry[0].source.text)
+        return entry
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._chars = 0
+
+
+_kept = _Kept()
+
+
+def _may_name(analysis: FileAnalysis, names: list[str]) -> bool:
+    """Whether a class base written in ``analysis``'s file may resolve to one of ``names``.
+
+    An analysis reads the known Functions only through ``imports.resolve`` of a base:
+    an imported name, or builtin, followed by the rest of a dotted name.  So a name
+    can matter only if a prefix of it is imported and every part after that prefix
+    is written in the text (a necessary condition, checked word by word).
+    """
+    imported = set(analysis.imports.aliases.values()) | {"builtins"}
+    rests = []
+    for name in names:
+        parts = name.split(".")
+        rests += [parts[end:] for end in range(1, len(parts) + 1) if ".".join(parts[:end]) in imported]
+    if any(not rest for rest in rests):
+        return True
+    words = _words_pattern(word for rest in rests for word in rest)
+    if words is None:
+        return False
+    written = set(words.findall(analysis.source.text))
+    return any(written.issuperset(rest) for rest in rests)
+
+
+def _finish_task(task: _Task, state: _Round[T]) -> FileResult[T]:
+    """The last round for a file with custom ops: link them and run the rules on the
+    analysis this process kept, or, without one, read and analyse the file again."""
+    analysis = _kept.take(task[0], state.known)
+    if analysis is None:
+        return _run_task(task, state)
+    try:
+        return run_guarded(analysis.source.path, "running the rules", lambda: _finish(analysis, state))
+    except SourceError as error:
+        return FileResult(analysis.source.path, error=error)
+
+
+def _finish(analysis: FileAnalysis, state: _Round[T]) -> FileResult[T]:
+    assert analysis.custom_ops is not None and state.run_ops is not None
+    path = analysis.source.path
+    with stage(path, "describing custom ops"):
+        link_custom_ops(analysis.custom_ops, state.run_ops)
+    with stage(path, "running the rules"):
+        result = state.job(analysis, state.settings)
+    return FileResult(path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
 
 
 def _run_task(task: _Task, state: _Round[T]) -> FileResult[T]:
@@ -185,32 +292,117 @@ def _read_and_analyse(task: _Task, state: _Round[T]) -> FileResult[T]:
     return _analyse(source, explicit, state)
 
 
-# Set once per worker process, so that tasks do not pickle the round's state again.
-_worker_round: list[_Round] = []  # type: ignore[type-arg]
+# A message to a worker: a new round's state, tasks to run, files to finish, or the end.
+_Message = tuple[str, object]
 
 
-def _init_worker(state: _Round[T]) -> None:
-    _worker_round[:] = [state]
+# What a worker sends back: its process id and the results of one message.
+_Batch = tuple[int, list[FileResult]]  # type: ignore[type-arg]
 
 
-def _run_in_worker(task: _Task) -> FileResult:  # type: ignore[type-arg]
-    return _run_task(task, _worker_round[0])
+def _serve(inbox: "multiprocessing.SimpleQueue[_Message]", outbox: "multiprocessing.SimpleQueue[_Batch]",
+           state: _Round) -> None:  # type: ignore[type-arg]
+    """A worker's loop: it lives for the whole run, so that the analyses it keeps
+    (:data:`_kept`) are still there for the last round."""
+    while True:
+        kind, payload = inbox.get()
+        if kind == "round":
+            state = payload  # type: ignore[assignment]
+        elif kind == "tasks":
+            outbox.put((os.getpid(), [_run_task(task, state) for task in payload]))  # type: ignore[attr-defined]
+        elif kind == "finish":
+            outbox.put((os.getpid(), [_finish_task(task, state) for task in payload]))  # type: ignore[attr-defined]
+        else:
+            return
 
 
-def _run_round(tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
-    workers = state.settings.jobs or os.cpu_count() or 1
-    if workers <= 1 or len(tasks) < _PARALLEL_THRESHOLD:
-        return [_run_task(task, state) for task in tasks]
-    # fork shares the already-imported libcst with the workers; elsewhere use the default.
-    method = "fork" if sys.platform.startswith("linux") else None
-    with ProcessPoolExecutor(
-        min(workers, len(tasks)),
-        mp_context=multiprocessing.get_context(method),
-        initializer=_init_worker,
-        initargs=(state,),
-    ) as executor:
-        chunk = max(1, min(32, len(tasks) // (4 * workers)))
-        return list(executor.map(_run_in_worker, tasks, chunksize=chunk))
+class _Workers:
+    """Worker processes that serve every round of one run.
+
+    Unlike a process pool, tasks can be sent to a chosen worker: a file's last
+    round goes to the process that kept its analysis.  Each worker is handed a
+    few tasks at a time, more as it returns results; a worker that dies ends the
+    run with ``BrokenProcessPool``, as a pool would.
+    """
+
+    def __init__(self, count: int, state: _Round[T]) -> None:
+        # fork shares the already-imported libcst and the first round's state with the
+        # workers; elsewhere use the default.
+        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
+        self._outbox: multiprocessing.SimpleQueue[_Batch] = context.SimpleQueue()
+        self._inboxes: list[multiprocessing.SimpleQueue[_Message]] = []
+        self._processes: list[multiprocessing.process.BaseProcess] = []
+        for _ in range(count):
+            inbox: multiprocessing.SimpleQueue[_Message] = context.SimpleQueue()
+            process = context.Process(target=_serve, args=(inbox, self._outbox, state), daemon=True)
+            process.start()
+            self._inboxes.append(inbox)
+            self._processes.append(process)
+        self.pids = [process.pid for process in self._processes]
+        self._state = state
+
+    def run(self, tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
+        """Run ``tasks`` on whichever worker is free, with ``state``."""
+        if state is not self._state:
+            for inbox in self._inboxes:
+                inbox.put(("round", state))
+            self._state = state
+        pending = list(reversed(tasks))
+        workers = len(self._processes)
+
+        def next_chunk() -> list[_Task]:
+            # Chunks shrink towards the end of the round, so that the workers finish together.
+            size = max(1, min(32, len(pending) // (4 * workers)))
+            return [pending.pop() for _ in range(min(size, len(pending)))]
+
+        sent = 0
+        # Two chunks per worker: one to work on, one waiting, so that none waits for the parent.
+        for _ in range(2):
+            for inbox in self._inboxes:
+                if pending:
+                    inbox.put(("tasks", next_chunk()))
+                    sent += 1
+        results: list[FileResult[T]] = []
+        while sent:
+            index, batch = self._receive()
+            sent -= 1
+            results.extend(batch)
+            if pending:
+                self._inboxes[index].put(("tasks", next_chunk()))
+                sent += 1
+        return results
+
+    def finish(self, tasks_by_worker: Mapping[int, list[_Task]], state: _Round[T]) -> list[FileResult[T]]:
+        """Finish on each worker the files whose analyses it kept (:func:`_finish_task`)."""
+        if state is not self._state:
+            for inbox in self._inboxes:
+                inbox.put(("round", state))
+            self._state = state
+        sent = 0
+        for index, tasks in tasks_by_worker.items():
+            self._inboxes[index].put(("finish", tasks))
+            sent += 1
+        results: list[FileResult[T]] = []
+        while sent:
+            results.extend(self._receive()[1])
+            sent -= 1
+        return results
+
+    def _receive(self) -> tuple[int, list[FileResult[T]]]:
+        """The next batch of results, and the index of the worker that sent it."""
+        reader = self._outbox._reader  # type: ignore[attr-defined]
+        if reader not in wait([reader, *(process.sentinel for process in self._processes)]):
+            raise BrokenProcessPool("a worker process ended while analysing files")
+        pid, batch = self._outbox.get()
+        return self.pids.index(pid), batch
+
+    def close(self) -> None:
+        for inbox in self._inboxes:
+            inbox.put(("stop", None))
+        for process in self._processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.terminate()
 
 
 @dataclass
@@ -245,42 +437,97 @@ def run(
     tasks: list[_Task] = [(path, explicit, False) for path, explicit in targets.items()]
     results: dict[str, FileResult[T]] = {}
     known: dict[str, FunctionSpec] = {}
-    while tasks:
-        for result in _run_round(tasks, state):
-            results[result.path] = result
-        new = {
-            f.full_name: f for path, _, _ in tasks for f in results[path].functions if f.full_name not in known
-        }
-        if not new:
-            break
-        known.update(new)
-        # A file refers to a Function of another module by its top-level name.
-        top_names = {f.qualname.split(".", 1)[0] for f in new.values()}
-        mention = _words_pattern(top_names)
-        state = _Round(dict(known), settings, job, needs, mention=mention)
-        tasks = [
-            (path, targets[path], result.analysed)
-            for path, result in results.items()
-            if (result.analysed and result.open_refs & new.keys())
-            or (not result.analysed and (result.base_names is None or result.base_names & top_names))
-        ]
-    _link_custom_ops(results, targets, state)
+    rounds = _Rounds(settings.jobs or os.cpu_count() or 1)
+    _kept.clear()
+    try:
+        while tasks:
+            for result in rounds.run(tasks, state):
+                results[result.path] = result
+            new = {
+                f.full_name: f for path, _, _ in tasks for f in results[path].functions if f.full_name not in known
+            }
+            if not new:
+                break
+            known.update(new)
+            # A file refers to a Function of another module by its top-level name.
+            top_names = {f.qualname.split(".", 1)[0] for f in new.values()}
+            mention = _words_pattern(top_names)
+            state = _Round(dict(known), settings, job, needs, mention=mention)
+            tasks = [
+                (path, targets[path], result.analysed)
+                for path, result in results.items()
+                if (result.analysed and result.open_refs & new.keys())
+                or (not result.analysed and (result.base_names is None or result.base_names & top_names))
+            ]
+        _link_custom_ops(results, targets, state, rounds)
+    finally:
+        rounds.close()
+        _kept.clear()
     errors.extend(r.error for r in results.values() if r.error is not None)
     ordered = [results[p] for p in sorted(results) if results[p].analysed and results[p].error is None]
     return Run(ordered, errors, files_seen=len(targets))
 
 
-def _link_custom_ops(results: dict[str, FileResult[T]], targets: Mapping[str, bool], state: _Round[T]) -> None:
-    """Analyse again, with every file's custom ops and registrations known, the files that have some.
+class _Rounds:
+    """Runs the rounds of one run: in this process, or on workers started for the
+    first round that needs them and kept until the run ends."""
+
+    def __init__(self, jobs: int) -> None:
+        self._jobs = jobs
+        self._workers: _Workers | None = None
+
+    def run(self, tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
+        if self._jobs <= 1 or len(tasks) < _PARALLEL_THRESHOLD:
+            return [_run_task(task, state) for task in tasks]
+        if self._workers is None:
+            self._workers = _Workers(min(self._jobs, len(tasks)), state)
+        return self._workers.run(tasks, state)
+
+    def finish(self, holders: list[FileResult[T]], targets: Mapping[str, bool], state: _Round[T]) -> list[FileResult[T]]:
+        """The last round of ``holders``: each in the process that kept its analysis,
+        or (none kept) analysed again in the usual way."""
+        here = os.getpid()
+        by_worker: dict[int, list[_Task]] = {}
+        again: list[_Task] = []
+        results: list[FileResult[T]] = []
+        for holder in holders:
+            task = (holder.path, targets[holder.path], True)
+            if holder.kept_by == here:
+                results.append(_finish_task(task, state))
+            elif self._workers is not None and holder.kept_by in self._workers.pids:
+                by_worker.setdefault(self._workers.pids.index(holder.kept_by), []).append(task)
+            else:
+                again.append(task)
+        if by_worker:
+            assert self._workers is not None
+            results.extend(self._workers.finish(by_worker, state))
+        if again:
+            results.extend(self.run(again, state))
+        return results
+
+    def close(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
+
+
+def _link_custom_ops(
+    results: dict[str, FileResult[T]], targets: Mapping[str, bool], state: _Round[T], rounds: _Rounds
+) -> None:
+    """Finish, with every file's custom ops and registrations known, the files that have some.
 
     A registration may sit in another file than its op (``register_fake("ns::op")``
     in a ``fake_impls.py``), and whether an op has a fake kernel at all can only be
-    said from the whole run.  Files with custom ops are few, so they are read twice.
+    said from the whole run.  A file's analysis is kept where it was made, for this
+    round (:data:`_kept`); a file whose analysis wasn't kept is read and parsed again.
     """
-    holders = [path for path, result in results.items() if result.custom_ops is not None]
+    holders = [result for result in results.values() if result.custom_ops is not None]
     if not holders:
         return
-    modules = [results[path].custom_ops for path in holders]
+    # Copies, as a worker receives them: linking a kept module adds the other files'
+    # registrations to its ops, which must not show through the run's ops when this
+    # process keeps some of the modules itself.
+    modules = pickle.loads(pickle.dumps([holder.custom_ops for holder in holders]))
     run_ops = RunCustomOps(
         ops=tuple(op for module in modules if module for op in module.ops),
         registrations=tuple(
@@ -292,7 +539,7 @@ def _link_custom_ops(results: dict[str, FileResult[T]], targets: Mapping[str, bo
         has_unresolved_registration=any(module.has_unresolved_registration for module in modules if module),
     )
     last = _Round(state.known, state.settings, state.job, state.needs, run_ops=run_ops)
-    for result in _run_round([(path, targets[path], True) for path in holders], last):
+    for result in rounds.finish(holders, targets, last):
         results[result.path] = result
 
 
