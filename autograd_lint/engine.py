@@ -7,6 +7,7 @@ findings at the same places.
 from __future__ import annotations
 
 import fnmatch
+import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -52,7 +53,14 @@ def is_selected(rule: type[Rule], settings: Settings, path: str | None = None) -
 
 
 def selected_rules(settings: Settings, path: str | None = None) -> list[Rule]:
-    return [rule() for rule in all_rules() if is_selected(rule, settings, path)]
+    # A path matters only through per-file ignores.
+    return [rule() for rule in _selected_classes(settings, path if settings.per_file_ignores else None)]
+
+
+@functools.lru_cache(maxsize=64)
+def _selected_classes(settings: Settings, path: str | None) -> tuple[type[Rule], ...]:
+    # Cached: asked for every analysed file, with the same settings all run long.
+    return tuple(rule for rule in all_rules() if is_selected(rule, settings, path))
 
 
 def module_needs(settings: Settings) -> frozenset[ModuleNeed]:

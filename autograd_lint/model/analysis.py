@@ -144,6 +144,7 @@ def analyze(
     settings: Settings,
     needs: frozenset[ModuleNeed] = EVERY_NEED,
     run_ops: RunCustomOps | None = None,
+    mentions_ops: bool | None = None,
 ) -> FileAnalysis:
     """Find and describe the Functions and custom ops of ``source``; raises :class:`SourceError`.
 
@@ -151,6 +152,8 @@ def analyze(
     (every need when the caller is not running rules, e.g. gen-tests).
     ``run_ops`` holds the custom ops and registrations of the other files of the
     run, once they are known (see :func:`autograd_lint.model.discovery.run`).
+    ``mentions_ops`` is :func:`mentions_custom_op` of the text, when the caller
+    has asked already (a scan of the whole text).
 
     Each step runs as a named :func:`~autograd_lint.model.guard.stage`, so that a
     failure says where it happened.
@@ -160,7 +163,9 @@ def analyze(
         imports = ImportMap.from_text(source.text, source.module, path.endswith("__init__.py"))
         analysis = FileAnalysis(source, imports)
     _describe_functions(analysis, known, settings, needs)
-    if mentions_custom_op(source.text):
+    if mentions_ops is None:
+        mentions_ops = mentions_custom_op(source.text)
+    if mentions_ops:
         with stage(path, "describing custom ops"):
             unit = analysis.whole_module or _custom_op_unit(source, imports)
             if unit is not None:

@@ -152,10 +152,12 @@ class _Round(Generic[T]):
 _Task = tuple[str, bool, bool]
 
 
-def _analyse(source: SourceFile, explicit: bool, state: _Round[T]) -> FileResult[T]:
+def _analyse(source: SourceFile, explicit: bool, state: _Round[T], mentions_ops: bool | None = None) -> FileResult[T]:
     if explicit:
         syntax_check(source)
-    analysis = analyze(source, state.known, state.settings, state.needs, run_ops=state.run_ops)
+    analysis = analyze(
+        source, state.known, state.settings, state.needs, run_ops=state.run_ops, mentions_ops=mentions_ops
+    )
     if analysis.custom_ops is not None and state.run_ops is None:
         # The last round (_link_custom_ops) links the file's custom ops with those of the
         # whole run and runs the rules then: their result here would be dropped.
@@ -277,19 +279,17 @@ def _run_task(task: _Task, state: _Round[T]) -> FileResult[T]:
 def _read_and_analyse(task: _Task, state: _Round[T]) -> FileResult[T]:
     path, explicit, force = task
     source = read_source(path)
+    mentions_ops = None
     with stage(path, "deciding whether the file can hold a Function"):
         if state.mention is not None:
             wanted = force or state.mention.search(source.text) is not None
         else:
-            wanted = (
-                force
-                or explicit
-                or mentions_function(path, source.text, state.extra_words)
-                or mentions_custom_op(source.text)
-            )
+            # Asked of every file: analyze would ask it of each file it gets.
+            mentions_ops = mentions_custom_op(source.text)
+            wanted = force or explicit or mentions_ops or mentions_function(path, source.text, state.extra_words)
         if not wanted:
             return FileResult(path, analysed=False, base_names=_base_names(source.text))
-    return _analyse(source, explicit, state)
+    return _analyse(source, explicit, state, mentions_ops)
 
 
 # A message to a worker: a new round's state, tasks to run, files to finish, or the end.
