@@ -76,17 +76,32 @@ LIBRARY_DEFINE = "torch.library.define"
 _ALIASABLE = CUSTOM_OP_FACTORIES | TRITON_OP_FACTORIES | frozenset(LIBRARY_REGISTRARS) | {LIBRARY_DEFINE}
 # Words without which a file cannot define or register a custom op.
 _GATE_WORDS = ("custom_op", "triton_op", "register_fake", "register_autograd", "register_kernel", "impl_abstract")
-_GATE = re.compile(r"\b(?:" + "|".join(_GATE_WORDS) + r")\b")
 _OP_NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_][\w.]*$")
 
 
 def mentions_custom_op(text: str) -> bool:
     """The cheap gate: can this file define or register a custom op?
 
-    Substring tests first (a fast scan each): the regular expression, which tries
-    every position of the text, runs only on the few files that spell a word.
+    Whether ``text`` spells ``torch`` and a gate word as a whole word (``\\bword\\b``),
+    found with substring searches (a fast scan each) and a look at the characters
+    around each occurrence: a regular expression tries every position of the text,
+    which cost 0.15 s over the torch tree on the 121 files that spell a word at all.
     """
-    return "torch" in text and any(word in text for word in _GATE_WORDS) and _GATE.search(text) is not None
+    if "torch" not in text:
+        return False
+    for word in _GATE_WORDS:
+        start = text.find(word)
+        while start != -1:
+            end = start + len(word)
+            if not (start and _word_character(text[start - 1])) and not (end < len(text) and _word_character(text[end])):
+                return True
+            start = text.find(word, start + 1)
+    return False
+
+
+def _word_character(character: str) -> bool:
+    # What ``\w`` matches in a str pattern.
+    return character.isalnum() or character == "_"
 
 
 # The last part of every name the finder resolves to something it reads: a statement
