@@ -24,7 +24,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every sub-command; with ``command``, only that one's module is
+    imported to add its arguments (the others' imports cost every run 0.03 s)."""
     parser = argparse.ArgumentParser(
         prog="autograd-lint",
         description="Static checks, generated gradchecks and truthful coverage "
@@ -35,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(_module=module_name)
-        importlib.import_module(module_name).add_arguments(sub)
+        if command is None or command == name:
+            importlib.import_module(module_name).add_arguments(sub)
     return parser
 
 
@@ -45,8 +48,11 @@ EQUALS_ONLY = frozenset({"--add-noqa"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     arguments = sys.argv[1:] if argv is None else list(argv)
+    # The sub-command is the first argument that is not an option (the parser's own
+    # options take no value); anything else gets every sub-command's arguments.
+    first = next((argument for argument in arguments if not argument.startswith("-")), None)
+    parser = build_parser(first if first in SUBCOMMANDS else None)
     args = parser.parse_args([f"{a}=" if a in EQUALS_ONLY else a for a in arguments])
     if args.command is None:
         parser.print_help(sys.stderr)

@@ -141,11 +141,15 @@ def custom_op_source(text: str, imports: ImportMap) -> tuple[str, list[int] | No
     in the file.
     """
     lines = split_lines(text)
-    scan = Statements(text, lines)
-    starts = scan.span_starts
+    # The statement scan (which finds the strings and comments) is made on first need:
+    # a file whose text has no hit and no alias of a finder name never needs it.
+    scans: list[Statements] = []
 
     def in_code(offset: int) -> bool:
-        inside = bisect.bisect_right(starts, offset) - 1
+        if not scans:
+            scans.append(Statements(text, lines))
+        scan = scans[0]
+        inside = bisect.bisect_right(scan.span_starts, offset) - 1
         return inside < 0 or scan.spans[inside][1] <= offset
 
     # Bare names bound to what the finder reads: imports, then aliases, to a fixed point.
@@ -154,20 +158,24 @@ def custom_op_source(text: str, imports: ImportMap) -> tuple[str, list[int] | No
         for name, qualified in imports.aliases.items()
         if qualified in _FINDER_NAMES or qualified.rpartition(".")[2] in _FINDER_WORDS
     }
-    aliases = []
+    aliases = []  # (name, value, offset): whether the offset is in the code is asked last
     for match in _ALIAS_VALUE.finditer(text):
         target = _ALIAS_TARGET.fullmatch(text, text.rfind("\n", 0, match.start()) + 1, match.start())
-        if target is None or not in_code(match.start()):
+        if target is None:
             continue
         value = match.group(1)
         if match.group(2) or not value.strip(" \t("):
             value = _COMMENT.sub("", _value_after(text, match.start(1)))  # the value goes on over lines
             if _DOTTED_VALUE.fullmatch(value) is None:
                 continue
-        aliases.append((target.group(1), value))
+        aliases.append((target.group(1), value, match.start()))
     while True:
         pattern = _hits_pattern(local)
-        new = {name for name, value in aliases if name not in local and pattern.search(value)}
+        new = {
+            name
+            for name, value, offset in aliases
+            if name not in local and pattern.search(value) and in_code(offset)
+        }
         if not new:
             break
         local |= new
@@ -176,6 +184,7 @@ def custom_op_source(text: str, imports: ImportMap) -> tuple[str, list[int] | No
     if not hits:
         return None
     defs = [(m.start(1), m.group(1)) for m in _DEF_NAME.finditer(text) if in_code(m.start())]
+    scan = scans[0]
     spelled: set[str] = set()
     while True:
         selection = _Selection(scan, in_code, hits, sorted(offset for offset, name in defs if name in spelled), spelled)

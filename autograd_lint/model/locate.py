@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
@@ -304,10 +305,7 @@ class Statements:
         self.lines = lines
         self.spans = string_spans(text, len(text), comments=True)
         self.span_starts = [start for start, _ in self.spans]
-        offsets = [0]
-        for line in lines:
-            offsets.append(offsets[-1] + len(line))
-        self.offsets = offsets
+        self.offsets = list(itertools.accumulate(map(len, lines), initial=0))
 
     def _line_starts(self, first: int, end: int, indent: str, deeper: bool) -> Iterator[tuple[int, str, int]]:
         """(index, indentation, offset of the code) of each line in ``first:end`` that is
