@@ -38,7 +38,7 @@ from autograd_lint.model.analysis import (
     syntax_check,
 )
 from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, link_custom_ops, mentions_custom_op
-from autograd_lint.model.guard import run_guarded, stage
+from autograd_lint.model.guard import in_deep_stack, run_guarded, stage
 from autograd_lint.model.locate import INDENT, line_matches
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceError, SourceFile, read_source
@@ -263,6 +263,15 @@ def _finish(analysis: FileAnalysis, state: _Round[T]) -> FileResult[T]:
     return FileResult(path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
 
 
+def _run_tasks(tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
+    # One hand-over to the deep-stack thread for the whole batch; each file is guarded inside.
+    return in_deep_stack(lambda: [_run_task(task, state) for task in tasks])
+
+
+def _finish_tasks(tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
+    return in_deep_stack(lambda: [_finish_task(task, state) for task in tasks])
+
+
 def _run_task(task: _Task, state: _Round[T]) -> FileResult[T]:
     """Read one file and analyse it if it can hold a Function (workers do the reading too).
 
@@ -309,9 +318,9 @@ def _serve(inbox: "multiprocessing.SimpleQueue[_Message]", outbox: "multiprocess
         if kind == "round":
             state = payload  # type: ignore[assignment]
         elif kind == "tasks":
-            outbox.put((os.getpid(), [_run_task(task, state) for task in payload]))  # type: ignore[attr-defined]
+            outbox.put((os.getpid(), _run_tasks(payload, state)))  # type: ignore[arg-type]
         elif kind == "finish":
-            outbox.put((os.getpid(), [_finish_task(task, state) for task in payload]))  # type: ignore[attr-defined]
+            outbox.put((os.getpid(), _finish_tasks(payload, state)))  # type: ignore[arg-type]
         else:
             return
 
@@ -478,7 +487,7 @@ class _Rounds:
 
     def run(self, tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
         if self._jobs <= 1 or len(tasks) < _PARALLEL_THRESHOLD:
-            return [_run_task(task, state) for task in tasks]
+            return _run_tasks(tasks, state)
         if self._workers is None:
             self._workers = _Workers(min(self._jobs, len(tasks)), state)
         return self._workers.run(tasks, state)
@@ -489,15 +498,16 @@ class _Rounds:
         here = os.getpid()
         by_worker: dict[int, list[_Task]] = {}
         again: list[_Task] = []
-        results: list[FileResult[T]] = []
+        kept_here: list[_Task] = []
         for holder in holders:
             task = (holder.path, targets[holder.path], True)
             if holder.kept_by == here:
-                results.append(_finish_task(task, state))
+                kept_here.append(task)
             elif self._workers is not None and holder.kept_by in self._workers.pids:
                 by_worker.setdefault(self._workers.pids.index(holder.kept_by), []).append(task)
             else:
                 again.append(task)
+        results = _finish_tasks(kept_here, state) if kept_here else []
         if by_worker:
             assert self._workers is not None
             results.extend(self._workers.finish(by_worker, state))
