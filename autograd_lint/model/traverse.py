@@ -5,7 +5,8 @@ is shared with transformers), which made tree walks most of the analyser's
 time.  :func:`visit` calls the same ``on_visit`` / ``on_leave`` hooks (so
 ``visit_<Node>`` / ``leave_<Node>`` methods and ``on_visit`` overrides behave
 exactly as with ``node.visit``), in the same order, on the same nodes, without
-rebuilding anything.  Attribute hooks (``visit_<Node>_<field>``) are not called;
+rebuilding anything (whitespace and comment subtrees, where the visitor has no hook,
+are not entered at all).  Attribute hooks (``visit_<Node>_<field>``) are not called;
 no visitor here defines one.
 
 The order of a node's fields is read once per node type from libcst itself: the
@@ -79,11 +80,26 @@ def _hooks(visitor_type: type, node_type: type) -> tuple[Callable[..., Any] | No
     return found
 
 
+# Whitespace and comments: subtrees of these types hold nothing else, and make about
+# half of a tree's nodes.
+_WHITESPACE = frozenset(
+    {cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.EmptyLine, cst.Newline, cst.Comment}
+)
+# Per visitor class: whether it has a hook for none of the whitespace types.
+_SKIPS_WHITESPACE: dict[type, bool] = {}
+
+
 def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """Walk ``node`` with ``visitor`` as ``node.visit(visitor)`` would, but faster."""
     kind = type(visitor)
     if kind.on_visit is cst.CSTVisitor.on_visit and kind.on_leave is cst.CSTVisitor.on_leave:
-        _visit_hooks(node, visitor, kind)
+        skips = _SKIPS_WHITESPACE.get(kind)
+        if skips is None:
+            skips = _SKIPS_WHITESPACE[kind] = all(_hooks(kind, t) == (None, None) for t in _WHITESPACE)
+        if skips:
+            _visit_code_hooks(node, visitor, kind)
+        else:
+            _visit_hooks(node, visitor, kind)
     else:
         _visit_overridden(node, visitor)
 
@@ -94,6 +110,18 @@ def _visit_hooks(node: cst.CSTNode, visitor: cst.CSTVisitor, kind: type) -> None
     if enter is None or enter(visitor, node) is not False:
         for child in children(node):
             _visit_hooks(child, visitor, kind)
+    if leave is not None:
+        leave(visitor, node)
+
+
+def _visit_code_hooks(node: cst.CSTNode, visitor: cst.CSTVisitor, kind: type) -> None:
+    # _visit_hooks for a visitor with no whitespace hook: whitespace subtrees would call
+    # nothing, so they are not entered.
+    enter, leave = _hooks(kind, type(node))
+    if enter is None or enter(visitor, node) is not False:
+        for child in children(node):
+            if type(child) not in _WHITESPACE:
+                _visit_code_hooks(child, visitor, kind)
     if leave is not None:
         leave(visitor, node)
 

@@ -65,3 +65,4 @@ def test_generated_programs(text: str) -> None:
     except cst.ParserSyntaxError:
         return
     assert_same_ranges(text)
+
