@@ -3,6 +3,7 @@ with the custom-op files' analyses kept for the last round or parsed again there
 
 from __future__ import annotations
 
+import gc
 import os
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -86,6 +87,12 @@ def test_workers_kept_analyses_and_parsing_again_agree(tree: Path, monkeypatch: 
         assert registrations(other) == registrations(serial)
         assert [f.full_name for f in other.functions] == [f.full_name for f in serial.functions]
     assert not discovery._kept
+
+
+def test_a_run_puts_the_garbage_collector_thresholds_back(tree: Path) -> None:
+    before = gc.get_threshold()
+    run([str(tree)], Settings(jobs=1), check_analysis)
+    assert gc.get_threshold() == before
 
 
 def test_the_last_round_reuses_kept_analyses_unless_a_later_function_may_change_them(
