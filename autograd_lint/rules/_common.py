@@ -148,7 +148,8 @@ def gradient_given(function: FunctionSpec, position: int) -> bool | None:
     (``torch.zeros_like(...)``, ``x.new_zeros(...)``: the input is a constant there too),
     False when every ``return`` certainly has one of those there, None when that can't be told (backward
     missing or without a ``return``, or a ``return`` of a shape syntax can't split,
-    such as ``return grads`` or ``return helper(ctx, g)``)."""
+    such as ``return grads`` or ``return helper(ctx, g)``, unless forward takes one
+    input: then that value is its gradient)."""
     backward = function.backward_method
     model = backward.semantic if backward is not None else None
     if model is None or not model.returns:
@@ -156,6 +157,11 @@ def gradient_given(function: FunctionSpec, position: int) -> bool | None:
     decided = True
     for ret in model.returns:
         positions = model.return_positions(ret)
+        if positions is None and ret.value is not None and function.n_inputs == 1:
+            # With one input, whatever backward returns is that input's gradient (or a
+            # 1-tuple holding it): `return kernel_backward(grad)`.
+            if position == 0 and model.kind(ret.value) is not Kind.NONE:
+                return True
         if positions is None:
             decided = False
             continue

@@ -611,5 +611,23 @@ class CtxTensorAttribute(Rule):
             line=7,
             message="it shares the forward output's data",
         ),
+        # One input: whatever backward returns is its gradient, even from a kernel call.
+        Invalid(
+            """
+            import torch
+
+            class Act(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.x = x
+                    return act_forward(x)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return act_backward(ctx.x, grad)
+            """,
+            line=6,
+            message="Act.forward stores tensor `x` as ctx.x",
+        ),
     ]
 

@@ -64,3 +64,8 @@ def test_zeros_are_no_gradient() -> None:
     return grad, None, torch.zeros(2), grad
     """
     assert given(body) == [True, False, False, True]
+
+
+def test_with_one_input_an_opaque_return_is_its_gradient() -> None:
+    assert given("return kernel_backward(ctx, grad)\n", inputs=1) == [True]
+    assert given("return kernel_backward(ctx, grad)\n", inputs=2) == [None, None]
