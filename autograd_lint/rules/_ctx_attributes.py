@@ -93,7 +93,7 @@ def kept_tensors(ctx: FunctionContext) -> Iterator[Kept]:
             if roles is None:
                 roles = _Roles(function, method, model)
             held = roles.held(tensor.expr)
-            element = tensor.index if tensor is not store and not isinstance(store.expr, cst.Dict) else None
+            element = _element_position(store, tensor)
             yield Kept(method, model, store, tensor, attribute, held, _reads(function, attribute, element))
 
 
@@ -123,6 +123,18 @@ def held_text(ctx: FunctionContext, kept: Kept, noun: str = "tensor") -> str:
     if kept.in_container:
         held = f"a container holding {held}"
     return held
+
+
+def _element_position(store: Flow, tensor: Flow) -> int | None:
+    """The position of ``tensor`` in the list or tuple literal ``store`` keeps, as backward
+    sees it; None for the whole value, a dict, or a literal with a starred element (whose
+    later positions are unknown)."""
+    literal = store.expr
+    if tensor is store or not isinstance(literal, (cst.List, cst.Tuple)):
+        return None
+    if any(isinstance(e, cst.StarredElement) for e in literal.elements):
+        return None
+    return tensor.index
 
 
 def _stored_tensors(model: MethodModel, ctx_name: str) -> Iterator[tuple[Flow, Flow]]:
