@@ -260,8 +260,14 @@ class _Roles:
         not_differentiable: set[Binding] = set()
         for flow in model.flows_to(Sink.CTX_API, "mark_non_differentiable"):
             not_differentiable |= model.sources(flow.expr).bindings
-        self.returned_same = returned_same - not_differentiable
-        self.returned_any = (returned_same | returned_detached) - not_differentiable
+        # An input forward returns is not the output object (autograd hands out a new alias
+        # of it), unless it is marked dirty: then the input itself becomes the output.
+        dirty: set[Binding] = set()
+        for flow in model.flows_to(Sink.CTX_API, "mark_dirty"):
+            dirty |= model.sources(flow.expr).bindings
+        inputs = {b for b in returned_same | returned_detached if b.how is How.PARAMETER and b not in dirty}
+        self.returned_same = returned_same - not_differentiable - inputs
+        self.returned_any = (returned_same | returned_detached) - not_differentiable - inputs
 
     def held(self, expr: cst.BaseExpression) -> Held:
         sources = self.model.sources(expr)

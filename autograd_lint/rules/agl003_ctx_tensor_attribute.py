@@ -21,7 +21,9 @@ class CtxTensorAttribute(Rule):
     certainly a floating tensor, and is
 
     - a forward **output**, or a view of one: ctx and the output then make a reference
-      cycle (freed only by ``gc.collect()``, and never once ctx holds two outputs); or a
+      cycle (freed only by ``gc.collect()``, and never once ctx holds two outputs); an
+      input forward returns counts as an output only when it is marked dirty (else
+      autograd hands out a new alias of it, and ctx holds the input); or a
       ``.detach()`` of an output that backward reads: an in-place change to the output
       before backward goes unnoticed;
     - a forward **input**, or a view or ``.detach()`` of one, that backward (or vjp/jvp)
@@ -628,6 +630,45 @@ class CtxTensorAttribute(Rule):
             """,
             line=6,
             message="Act.forward stores tensor `x` as ctx.x",
+        ),
+        # An input forward returns as it is: autograd hands out a new alias of it, so ctx
+        # holds the input, not the output (no cycle; checked on torch 2.13).
+        Invalid(
+            """
+            import torch
+
+            class Identity(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor):
+                    ctx.x = x
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.x.sign().abs()
+            """,
+            line=6,
+            message="Identity.forward stores tensor `x` as ctx.x; an in-place change to that input",
+        ),
+        # An input written in place and marked dirty is the output object itself: a cycle.
+        Invalid(
+            """
+            import torch
+
+            class Double(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor):
+                    x.mul_(2)
+                    ctx.mark_dirty(x)
+                    ctx.x = x
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+            """,
+            line=8,
+            message="Double.forward stores tensor `x` as ctx.x; a forward output kept on ctx makes a reference cycle",
         ),
     ]
 
