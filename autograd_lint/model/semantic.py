@@ -467,6 +467,7 @@ class MethodModel:
         same: set[Binding] = set()
         detached: set[Binding] = set()
         made = unknown = False
+        through: set[str] = set()
         seen: set[tuple[int, bool]] = set()
         work: list[tuple[cst.BaseExpression | Binding, bool]] = [(expr, False)]
         while work:
@@ -477,6 +478,8 @@ class MethodModel:
             if isinstance(item, Binding):
                 binding = item
                 if binding.how is How.NARROWING or (binding.aliases and binding.how is not How.PARAMETER):
+                    if binding.how is not How.NARROWING and binding.value is not None:
+                        _strip_sharing(binding.value, detach, through)  # the views it took
                     work.extend((alias, detach) for alias in binding.aliases)
                 elif binding.how in (How.ASSIGNMENT, How.WALRUS) and binding.value is not None and _is_sharing_expr(
                     binding.value
@@ -485,7 +488,7 @@ class MethodModel:
                 else:
                     (detached if detach else same).add(binding)
                 continue
-            node, detach = _strip_sharing(item, detach)
+            node, detach = _strip_sharing(item, detach, through)
             if isinstance(node, cst.IfExp):
                 work.extend([(node.body, detach), (node.orelse, detach)])
             elif is_none(node):
@@ -497,7 +500,7 @@ class MethodModel:
                 work.extend((binding, detach) for binding in reaching)
             else:
                 made = True
-        return Sources(frozenset(same), frozenset(detached), made, unknown)
+        return Sources(frozenset(same), frozenset(detached), made, unknown, frozenset(through))
 
     def unpacked(self, binding: Binding) -> tuple[cst.BaseExpression, int] | None:
         """``(value, index)`` when ``binding`` is the ``index``-th name of a flat tuple or list
@@ -643,6 +646,8 @@ class Sources:
     detached: frozenset[Binding]  # it may share the source's data as another object (``.detach()``, ``.data``)
     made: bool  # on some path the expression computes the value itself (a call, arithmetic)
     unknown: bool  # on some path it reads a name the body does not bind (a global)
+    # The view methods and attributes (``view``, ``reshape``, ``T``...) some path goes through.
+    through: frozenset[str] = frozenset()
 
     @property
     def bindings(self) -> frozenset[Binding]:
@@ -1458,13 +1463,18 @@ def _del_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [target]
 
 
-def _strip_sharing(node: cst.BaseExpression, detach: bool) -> tuple[cst.BaseExpression, bool]:
+def _strip_sharing(
+    node: cst.BaseExpression, detach: bool, through: set[str] | None = None
+) -> tuple[cst.BaseExpression, bool]:
     """``node`` without the views, in-place methods, ``.detach()`` and ``.data`` around it,
-    and whether one of them detached it."""
+    and whether one of them detached it; the view methods and attributes passed are
+    added to ``through``."""
     while True:
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             method = node.func.attr.value
             if method in ALIAS_METHODS or is_inplace_name(method):
+                if method in ALIAS_METHODS and through is not None:
+                    through.add(method)
                 node = node.func.value
                 continue
             if method == "detach" and not node.args:
@@ -1472,6 +1482,8 @@ def _strip_sharing(node: cst.BaseExpression, detach: bool) -> tuple[cst.BaseExpr
                 continue
             return node, detach
         if isinstance(node, cst.Attribute) and node.attr.value in VIEW_ATTRIBUTES:
+            if through is not None:
+                through.add(node.attr.value)
             node = node.value
             continue
         if isinstance(node, cst.Attribute) and node.attr.value == "data":

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model.semantic import Binding, Flow, How, MethodModel, Sink
+from autograd_lint.model.semantic import Binding, Flow, How, MethodModel, Sink, Sources
 from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 from autograd_lint.rules._common import ctx_writers, gradient_given
 from autograd_lint.rules.base import FunctionContext
@@ -59,6 +59,7 @@ class Kept:
     attribute: str
     held: Held
     reads: Reads
+    sources: Sources  # where the tensor comes from (views passed included)
 
     @property
     def in_container(self) -> bool:
@@ -92,9 +93,10 @@ def kept_tensors(ctx: FunctionContext) -> Iterator[Kept]:
                 continue
             if roles is None:
                 roles = _Roles(function, method, model)
-            held = roles.held(tensor.expr)
+            sources = model.sources(tensor.expr)
+            held = roles.held(sources)
             element = _element_position(store, tensor)
-            yield Kept(method, model, store, tensor, attribute, held, _reads(function, attribute, element))
+            yield Kept(method, model, store, tensor, attribute, held, _reads(function, attribute, element), sources)
 
 
 def target_of(kept: Kept) -> cst.CSTNode:
@@ -269,8 +271,7 @@ class _Roles:
         self.returned_same = returned_same - not_differentiable - inputs
         self.returned_any = (returned_same | returned_detached) - not_differentiable - inputs
 
-    def held(self, expr: cst.BaseExpression) -> Held:
-        sources = self.model.sources(expr)
+    def held(self, sources: Sources) -> Held:
         if any(self._is_output(b, same=True) for b in sources.same):
             return Held.OUTPUT
         if any(self._is_output(b, same=False) for b in sources.bindings):

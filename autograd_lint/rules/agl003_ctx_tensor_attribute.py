@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autograd_lint.rules._ctx_attributes import Held, Reads, held_text, kept_tensors, target_of
+from autograd_lint.rules._ctx_attributes import Held, Kept, Reads, held_text, kept_tensors, target_of
 from autograd_lint.rules.base import (
     FunctionContext,
     Invalid,
@@ -14,6 +14,31 @@ from autograd_lint.rules.base import (
     Valid,
 )
 
+# Methods and attributes that always give a view; and those that give the tensor itself,
+# a view or a copy, depending on its layout.
+_VIEWS = frozenset({"view", "t", "transpose", "expand", "squeeze", "unsqueeze", "T", "mT", "H", "mH"})
+_MAYBE_VIEWS = frozenset({"reshape", "flatten", "contiguous"})
+
+
+def _cycle(kept: Kept) -> str:
+    """The reference cycle a kept output makes (checked on torch 2.13: a view made in
+    forward holds the output as its base, out of sight of the garbage collector)."""
+    through = kept.sources.through
+    if not through & (_VIEWS | _MAYBE_VIEWS):
+        return (
+            "a forward output kept on ctx makes a reference cycle: it is freed only by "
+            "gc.collect(), and never once ctx holds two outputs"
+        )
+    if not through & _MAYBE_VIEWS and len(kept.sources.bindings) == 1:
+        return (
+            "a view of a forward output kept on ctx holds the output as its base: a reference "
+            "cycle that not even gc.collect() frees"
+        )
+    return (
+        "a forward output (or a view of it) kept on ctx makes a reference cycle: freed by "
+        "gc.collect() at best, never when ctx holds a view of it or two outputs"
+    )
+
 
 class CtxTensorAttribute(Rule):
     """Reports a ``ctx.<attr> = value`` assignment in forward (combined style) or
@@ -21,7 +46,8 @@ class CtxTensorAttribute(Rule):
     certainly a floating tensor, and is
 
     - a forward **output**, or a view of one: ctx and the output then make a reference
-      cycle (freed only by ``gc.collect()``, and never once ctx holds two outputs); an
+      cycle (freed only by ``gc.collect()``, and never once ctx holds two outputs; with a
+      view, never: the view holds the output as its base, out of the collector's sight); an
       input forward returns counts as an output only when it is marked dirty (else
       autograd hands out a new alias of it, and ctx holds the input); or a
       ``.detach()`` of an output that backward reads: an in-place change to the output
@@ -64,10 +90,7 @@ class CtxTensorAttribute(Rule):
         function = ctx.function
         for kept in kept_tensors(ctx):
             if kept.held is Held.OUTPUT:
-                consequence = (
-                    "a forward output kept on ctx makes a reference cycle: it is freed only by "
-                    "gc.collect(), and never once ctx holds two outputs"
-                )
+                consequence = _cycle(kept)
             elif kept.held is Held.DETACHED_OUTPUT and kept.reads is Reads.DATA:
                 consequence = (
                     "it shares the forward output's data, so an in-place change to that output "
@@ -669,6 +692,26 @@ class CtxTensorAttribute(Rule):
             """,
             line=8,
             message="Double.forward stores tensor `x` as ctx.x; a forward output kept on ctx makes a reference cycle",
+        ),
+        # A view of the forward output: its base is the output, and gc.collect() never
+        # frees the pair (checked on torch 2.13).
+        Invalid(
+            """
+            import torch
+
+            class Exp2d(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor):
+                    y = x.exp()
+                    ctx.flat = y.view(-1)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.flat.view_as(grad)
+            """,
+            line=7,
+            message="a view of a forward output kept on ctx holds the output as its base",
         ),
     ]
 

@@ -330,6 +330,9 @@ def test_sources_follow_views_detach_data_conditionals_and_locals() -> None:
 
     v = model.sources(_stored(model, "v"))
     assert names(v.same) == {("x", How.PARAMETER)} and not v.detached and not v.made
+    assert v.through == {"view", "t"}
+    assert model.sources(_stored(model, "t")).through == {"T"}
+    assert model.sources(_stored(model, "y")).through == {"contiguous"}
     t = model.sources(_stored(model, "t"))
     assert not t.same and names(t.detached) == {("w", How.PARAMETER)}
     opt = model.sources(_stored(model, "opt"))
