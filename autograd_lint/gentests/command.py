@@ -24,6 +24,7 @@ from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
 from autograd_lint.gentests.not_derivative import not_the_derivative
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
+from autograd_lint.gentests.domains import preferred_domains
 from autograd_lint.gentests.low_precision import LowPrecision, declared_low_precision
 from autograd_lint.gentests.surrogate import DeclarationError, Surrogate, declared_surrogate
 from autograd_lint.gentests.tolerance import Tolerance, declared_tolerance
@@ -106,13 +107,13 @@ def group_by_module(specs: list[FunctionSpec], recorded: recording.Recording | N
 def plan_function(
     spec: FunctionSpec, specs: list[FunctionSpec], sites: list[CallSite], recorded: recording.Recording,
     surrogate: Surrogate | None = None, compile_parity: bool = False, tolerance: Tolerance | None = None,
-    low_precision: LowPrecision | None = None,
+    low_precision: LowPrecision | None = None, domains: tuple[str, ...] = (),
 ) -> FunctionPlan:
     inputs: FunctionInputs = choose_inputs(
         spec, recorded.cases_for(spec), match_call_sites(spec, sites, specs), default_sources(spec)
     )
     checks = checks_for(spec, inputs, surrogate, compile_parity, low_precision is not None)
-    return FunctionPlan(spec, inputs, checks, surrogate, tolerance, low_precision)
+    return FunctionPlan(spec, inputs, checks, surrogate, tolerance, low_precision, domains)
 
 
 def _describe_only(analysis: object, settings: object) -> None:
@@ -223,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
                     report(str(error))
                     tolerance = None
                 plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity, tolerance,
-                                           low_precision))
+                                           low_precision, preferred_domains(spec, lines)))
             return plans, render_module(target.module, plans, root_from_test)
 
         hints: list[str] = []

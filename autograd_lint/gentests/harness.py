@@ -38,12 +38,18 @@ from autograd_lint.gentests.render import RECORD_HINT
 # definite (all cholesky reads) is not taken for a symmetric one.
 Domain = tuple[str, float, float, bool]
 POSITIVE_DEFINITE = "positive_definite"
+SIMPLEX = "simplex"
+UNIT_NORM = "unit_norm"
 DOMAINS: tuple[Domain, ...] = (
     # name, low, high, random sign
     ("signed", 0.5, 1.5, True),
     (POSITIVE_DEFINITE, 0.5, 1.5, False),
     ("positive", 0.5, 1.5, False),
     ("unit", 0.1, 0.9, False),
+    # Last resorts for a forward that checks its input: probabilities (each row
+    # positive, summing to one) and unit vectors (each row of norm one).
+    (SIMPLEX, 0.5, 1.5, False),
+    (UNIT_NORM, 0.5, 1.5, True),
 )
 
 BATCH_SIZE = 2
@@ -86,6 +92,8 @@ class Case:
     args: tuple[Any, ...]
     pickled: str | None = None
     with_function: bool = False
+    # Value domains to try first (evidence in forward, see :mod:`.domains`), by name.
+    domains: tuple[str, ...] = ()
 
 
 def recorded(*chunks: str, function: bool = False) -> Case:
@@ -259,6 +267,10 @@ def _drawn_values(shape: tuple[int, ...], dtype: torch.dtype, domain: Domain,
     if signed:
         sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
         magnitude = magnitude * sign.to(real)
+    if name == SIMPLEX and magnitude.dim():
+        magnitude = magnitude / magnitude.sum(-1, keepdim=True)
+    elif name == UNIT_NORM and magnitude.dim():
+        magnitude = magnitude / torch.linalg.vector_norm(magnitude, dim=-1, keepdim=True)
     return magnitude.to(dtype)
 
 
@@ -500,7 +512,7 @@ def _search(function: Any, case: Case) -> Resolution | None:
     plans = _search_shape_plans(searched) if searched else [()]
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
-    for plan, scalars, domain in search_candidates(plans, scalar_choices):
+    for plan, scalars, domain in search_candidates(plans, scalar_choices, case.domains):
         def build() -> tuple[Any, ...]:
             return _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
 
@@ -519,10 +531,12 @@ def _search(function: Any, case: Case) -> Resolution | None:
 
 
 def search_candidates(
-    plans: Sequence[tuple[tuple[int, ...], ...]], scalar_choices: Iterable[tuple[float, ...]]
+    plans: Sequence[tuple[tuple[int, ...], ...]], scalar_choices: Iterable[tuple[float, ...]],
+    preferred: Sequence[str] = (),
 ) -> Iterator[tuple[tuple[tuple[int, ...], ...], tuple[float, ...], Domain]]:
-    """(shapes, scalar values, value domain) to try, in order."""
-    for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
+    """(shapes, scalar values, value domain) to try, in order; the ``preferred`` domains first."""
+    domains = sorted(DOMAINS, key=lambda d: preferred.index(d[0]) if d[0] in preferred else len(preferred))
+    for plan, scalars, domain in itertools.product(plans, scalar_choices, domains):
         if domain[0] == POSITIVE_DEFINITE and not any(_is_square(shape) for shape in plan):
             continue  # no square matrix: the same values as "positive"
         yield plan, scalars, domain

@@ -55,6 +55,8 @@ class FunctionPlan:
     surrogate: Surrogate | None = None
     tolerance: Tolerance | None = None
     low_precision: LowPrecision | None = None
+    # Value domains forward's source asks for (see .domains), tried first by the search.
+    domains: tuple[str, ...] = ()
 
     def check_arguments(self, check: Check) -> str:
         """What the harness call of ``check`` takes after ``(function, case``."""
@@ -109,7 +111,7 @@ def _input_source(arg: Input) -> str:
 _PICKLE_LINE = 96
 
 
-def _case_source(case: InputCase) -> str:
+def _case_source(case: InputCase, domains: tuple[str, ...] = ()) -> str:
     if case.pickled is not None:
         # The labels are in the case id; the arguments are the pickle's.
         chunks = [case.pickled[i:i + _PICKLE_LINE] for i in range(0, len(case.pickled), _PICKLE_LINE)]
@@ -117,7 +119,9 @@ def _case_source(case: InputCase) -> str:
         function = ", function=True" if case.with_function else ""
         return f"recorded(\n{body}\n        {function})"
     items = [_input_source(arg) for arg in case.args]
-    return "Case((" + ", ".join(items) + ("," if len(items) == 1 else "") + "))"
+    drawn = any(isinstance(arg, TensorInput) and arg.values is None for arg in case.args)
+    preferred = f", domains={_tuple_source(domains)}" if domains and drawn else ""
+    return "Case((" + ", ".join(items) + ("," if len(items) == 1 else "") + ")" + preferred + ")"
 
 
 def _input_label(arg: Input) -> str:
@@ -185,7 +189,7 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
         lines.append(f"        pytest.param(None, id=\"no-inputs\", marks=pytest.mark.skip(reason={_quoted(reason)})),")
     for case, case_id in zip(inputs.cases, case_ids(inputs)):
         marks = _required_device_marks(case)
-        lines.append(f"        pytest.param({_case_source(case)}, id={_quoted(case_id)}{marks}),")
+        lines.append(f"        pytest.param({_case_source(case, plan.domains)}, id={_quoted(case_id)}{marks}),")
     lines.append("    ]")
     # A class defined inside a function is unpickled from each recorded case.
     subject = "recorded_function(case)" if "<locals>" in spec.qualname else f"subject.{spec.qualname}"
