@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from autograd_lint.model.analysis import _def_uses
 from autograd_lint.model.exprs import dotted_name
 from autograd_lint.model.semantic import How, MethodModel
 
@@ -63,21 +64,6 @@ def is_triton_launch(call: cst.Call) -> bool:
     return "kernel" in name.rsplit(".", 1)[-1].lower()
 
 
-def _launches_triton(text: str, name: str) -> bool:
-    """Whether a ``def name(...)`` block of the module text launches a Triton kernel."""
-    for match in re.finditer(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+" + re.escape(name) + r"\b", text, re.MULTILINE):
-        indent = len(match.group(1))
-        body = text.find("\n", match.end()) + 1 or len(text)
-        end = len(text)
-        for line in re.compile(r"^([ \t]*)([^\s#)\]])", re.MULTILINE).finditer(text, body):
-            if len(line.group(1)) <= indent:
-                end = line.start()
-                break
-        if _TRITON_LAUNCH_TEXT.search(text, match.end(), end):
-            return True
-    return False
-
-
 def opaque_call(model: MethodModel, call: cst.Call, module_text: str | None = None) -> OpaqueCall | None:
     """What ``call`` (a call of ``model``'s body) is, when autograd can't see through it.
 
@@ -96,7 +82,7 @@ def opaque_call(model: MethodModel, call: cst.Call, module_text: str | None = No
         return None  # a local value: what it holds is not known
     qualified = model.imports.resolve(name)
     if qualified is None or qualified.startswith("builtins."):
-        if not local and "." not in name and module_text is not None and _launches_triton(module_text, name):
+        if not local and "." not in name and module_text is not None and _def_uses(module_text, name, _TRITON_LAUNCH_TEXT):
             return OpaqueCall(call, name, "a function of this module that launches a Triton kernel")
         return None
     if qualified in _CUTILE_LAUNCH:

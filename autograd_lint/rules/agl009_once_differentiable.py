@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import libcst as cst
@@ -70,6 +70,8 @@ class _Taint:
     source: cst.CSTNode
     what: str
     is_scalar: bool
+    # `x.detach().requires_grad_()`: a fresh leaf for autograd run inside backward (a recompute).
+    leaf: bool = False
 
 
 class _BackwardFlow:
@@ -249,7 +251,7 @@ class _BackwardFlow:
             return self._call(node)
         if isinstance(node, cst.BinaryOperation):
             found = self.taint(node.left) or self.taint(node.right)
-            return _Taint(found.source, found.what, False) if found is not None else None
+            return replace(found, is_scalar=False) if found is not None else None
         if isinstance(node, cst.UnaryOperation):
             return None if isinstance(node.operator, cst.Not) else self.taint(node.expression)
         if isinstance(node, cst.Subscript):
@@ -280,6 +282,8 @@ class _BackwardFlow:
             return None
         if isinstance(func, cst.Attribute) and qualified is None:
             method = func.attr.value
+            if method == "detach" and self._fresh_leaf(node):
+                return _Taint(node, "`.detach()` (then `.requires_grad_()`: a fresh leaf)", False, leaf=True)
             if method in ("detach", "numpy"):
                 return _Taint(node, f"`.{method}()`", False)
             if method in ("item", "tolist"):
@@ -310,6 +314,21 @@ class _BackwardFlow:
         if isinstance(node, (cst.Name, cst.Attribute)):
             return False
         return _mentions(node, self._tracked_use)
+
+    def _fresh_leaf(self, node: cst.Call) -> bool:
+        """Whether ``node`` (``x.detach()``) is made a leaf that requires grad
+        (``x.detach().clone().requires_grad_(True)``), so that backward can run autograd on it."""
+        while True:
+            attribute = self.model.parent(node)
+            call = self.model.parent(attribute) if isinstance(attribute, cst.Attribute) else None
+            if not isinstance(call, cst.Call) or call.func is not attribute or attribute.value is not node:
+                return False
+            assert isinstance(attribute, cst.Attribute)
+            if attribute.attr.value == "requires_grad_":
+                return True
+            if attribute.attr.value not in SELF_RETURNING_METHODS and attribute.attr.value != "clone":
+                return False
+            node = call
 
     # -- history: whether a value has autograd history from the body's own torch code --
     def history(self, node: cst.BaseExpression) -> bool | None:
@@ -713,14 +732,24 @@ def _finding(ctx: FunctionContext, method: MethodSpec) -> _Finding | None:
     flow = _BackwardFlow(ctx.analysis.imports, method, ctx.analysis.source.text)
     returned = flow.returned()
     tainted = [(t, e) for e in returned if (t := flow.element_taint(e)) is not None]
-    for taint, element in tainted:
-        if flow.is_mixed(element):
+    mixed = [(taint, element) for taint, element in tainted if flow.is_mixed(element)]
+    for taint, element in mixed:
+        if not taint.leaf:
             line = ctx.position(method, taint.source).line
             return _Finding(
                 "AGL009",
                 f"is not correctly double-differentiable (its result depends on {taint.what} on line "
                 f"{line}) but is not decorated with @once_differentiable{_CONSEQUENCE_009}",
             )
+    if mixed:
+        line = ctx.position(method, mixed[0][0].source).line
+        return _Finding(
+            "AGL033",
+            f"computes its gradient with autograd run on detached copies of its tensors (made leaves "
+            f"on line {line}, a recompute by design) and is not decorated with @once_differentiable: "
+            "a double backward (create_graph=True) silently leaves out the second-derivative terms "
+            "through those copies",
+        )
     opaque = flow.reaching_call(returned, {i: o.call for i, o in flow.opaque.items()}, buffers=True)
     if tainted:
         if opaque is not None:

@@ -513,4 +513,50 @@ class FirstOrderBackward(Rule):
                     return dx.view(dy.shape), dw
             """,
         ),
+        # A recompute: autograd run inside backward on detached leaf copies; the result
+        # also has history through the incoming gradients, but none through the copies.
+        Invalid(
+            """
+            import torch
+
+            class Reroute(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, fn, t, y):
+                    ctx.fn = fn
+                    ctx.save_for_backward(t, y)
+                    return t.clone(), y.clone()
+
+                @staticmethod
+                def backward(ctx, grad_t, grad_y):
+                    t, y = ctx.saved_tensors
+                    t = t.detach().clone().requires_grad_(True)
+                    with torch.enable_grad():
+                        f = ctx.fn(t, y)
+                        (dt,) = torch.autograd.grad(f.sum(), t)
+                    return None, grad_t, grad_y + dt * grad_t
+            """,
+            line=11,
+            message="autograd run on detached copies of its tensors (made leaves on line 13",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Reroute(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, fn, t, y):
+                    ctx.fn = fn
+                    ctx.save_for_backward(t, y)
+                    return t.clone(), y.clone()
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad_t, grad_y):
+                    t, y = ctx.saved_tensors
+                    t = t.detach().clone().requires_grad_(True)
+                    with torch.enable_grad():
+                        f = ctx.fn(t, y)
+                        (dt,) = torch.autograd.grad(f.sum(), t)
+                    return None, grad_t, grad_y + dt * grad_t
+            """,
+        ),
     ]
