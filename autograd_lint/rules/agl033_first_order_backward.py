@@ -14,7 +14,9 @@ class FirstOrderBackward(Rule):
     kernel launch ``kernel[grid](...)``, a cuTile ``launch``, a function of a compiled
     extension module or of a project module under a ``triton`` package, a function of
     the same file that launches a Triton kernel), or the whole returned gradient is cut
-    off from autograd (computed under ``torch.no_grad()``, ``.detach()``, ``.data``).
+    off from autograd (computed under ``torch.no_grad()``, ``.detach()``, ``.data``), or
+    backward recomputes with autograd on detached leaf copies of its tensors
+    (``x.detach().requires_grad_()``), whose terms the second derivative then lacks.
     Such a backward is first-order by design; the finding matters to code that
     differentiates through it twice (gradient penalties, Hessian-vector products).
 
