@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import math
 import os
 import re
 import sys
@@ -1071,6 +1072,108 @@ def check_surrogate_reference(function: Any, case: Case, reference: Callable[...
             "Either backward or the declared reference is wrong.",
             pytrace=False,
         )
+
+class _InPrecision:
+    """A Function whose ``apply`` gets its floating-point tensor arguments in one dtype, on one device.
+
+    The inputs of a low-precision kernel are resolved (searched, drawn) in float64 on
+    the CPU like any other, then converted at the call: the conversion is
+    differentiable, so gradients flow back to the float64 inputs.
+    """
+
+    def __init__(self, function: Any, dtype: torch.dtype, device: str) -> None:
+        self.function, self.dtype, self.device = function, dtype, device
+
+    def apply(self, *args: Any) -> Any:
+        return self.function.apply(*_converted(args, self.dtype, self.device))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.function, name)
+
+
+def _converted(args: tuple[Any, ...], dtype: torch.dtype, device: str) -> tuple[Any, ...]:
+    """``args`` with floating-point tensors in ``dtype`` and every tensor on ``device``."""
+    return tuple(
+        (a.to(device=device, dtype=dtype) if a.is_floating_point() else a.to(device)) if isinstance(a, torch.Tensor)
+        else a
+        for a in args
+    )
+
+
+def _outputs_and_gradients(apply: Callable[..., Any], args: tuple[Any, ...], positions: list[int],
+                           grad_outputs: Sequence[torch.Tensor] | None = None,
+                           ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """Outputs, gradients at ``positions`` (zeros where unused) and output gradients, all float64 on the CPU."""
+    outputs = [out for out in _differentiable_outputs(apply(*args)) if out.requires_grad]
+    if grad_outputs is None:
+        generator = torch.Generator().manual_seed(SEED)
+        grad_outputs = [torch.randn(out.shape, generator=generator, dtype=torch.float64) for out in outputs]
+    grads = torch.autograd.grad(outputs, [args[i] for i in positions],
+                                [g.to(device=out.device, dtype=out.dtype) for g, out in zip(grad_outputs, outputs)],
+                                allow_unused=True)
+    return ([out.detach().to("cpu", torch.float64) for out in outputs],
+            [torch.zeros_like(args[i]) if g is None else g.to("cpu", torch.float64) for i, g in zip(positions, grads)],
+            list(grad_outputs))
+
+
+def _largest_error(value: torch.Tensor, truth: torch.Tensor) -> float:
+    if value.shape != truth.shape:
+        return math.inf
+    if not bool(torch.isfinite(value).all()):
+        return math.inf
+    return float((value - truth).abs().max()) if value.numel() else 0.0
+
+
+def check_low_precision(function: Any, case: Case, reference: Callable[..., Any], dtype: str = "float32",
+                        device: str = "cpu", k: float = 3.0) -> None:
+    """A kernel that can't run in float64, compared with its reference as kernel libraries test themselves.
+
+    The same inputs (drawn in float64) go to three runs: the reference in float64
+    (the truth), the reference in ``dtype`` (the error any implementation in that
+    dtype may have) and the Function in ``dtype`` on ``device``.  Each output, and
+    each input's gradient under one seeded output gradient, must be within ``k``
+    times the reference's own error in ``dtype``, and never below a few units in
+    the last place of ``dtype`` (an exact reference would otherwise allow nothing).
+    """
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        pytest.skip(f"{function.__qualname__} is declared a low-precision kernel on {device}: needs a CUDA device")
+    low = getattr(torch, dtype)
+    args = make_args(_InPrecision(function, low, device), case)
+    positions = _grad_positions(function, args)
+    name = getattr(reference, "__name__", str(reference))
+    truth = _outputs_and_gradients(lambda *a: reference(*_converted(a, torch.float64, device)), args, positions)
+    grad_outputs = truth[2]
+    baseline = _outputs_and_gradients(lambda *a: reference(*_converted(a, low, device)), args, positions,
+                                      grad_outputs)
+    subject = _outputs_and_gradients(_InPrecision(function, low, device).apply, args, positions, grad_outputs)
+    if len(subject[0]) != len(truth[0]):
+        pytest.fail(f"{function.__qualname__}: forward returned {len(subject[0])} differentiable output(s), its "
+                    f"reference {name} {len(truth[0])}\ninputs: {_describe_inputs(args)}; {_where()}", pytrace=False)
+    eps = torch.finfo(low).eps
+    labels = [f"output #{i}" for i in range(len(truth[0]))] + [f"the gradient of input #{p}" for p in positions]
+    for label, value, wanted, base in zip(labels, [*subject[0], *subject[1]], [*truth[0], *truth[1]],
+                                          [*baseline[0], *baseline[1]]):
+        error, allowed = _largest_error(value, wanted), _largest_error(base, wanted)
+        scale = float(wanted.abs().max()) if wanted.numel() else 0.0
+        floor = 4 * eps * max(scale, 1.0)
+        bound = k * max(allowed, floor)
+        if error <= bound:
+            continue
+        ratio = error / max(allowed, floor)
+        verdict = (f"it is {ratio:.3g} times the reference's own error: a wrong result, not rounding"
+                   if ratio > 10 * k else
+                   f"it is {ratio:.3g} times the reference's own error (k={k:g}): an accumulation in {dtype} where "
+                   f"the reference accumulates in float32, or a formula slightly off; a larger k declared on the "
+                   f"class (k={math.ceil(ratio)}) would accept it")
+        pytest.fail(
+            f"{function.__qualname__}: {label} in {dtype} on {device} differs from its float64 reference {name} by "
+            f"{error:.3g}; the reference itself run in {dtype} differs by {allowed:.3g}, and at most {k:g} times "
+            f"that ({bound:.3g}) is allowed\n"
+            f"inputs: {_describe_inputs(args)} (converted to {dtype} on {device}); same seeded output gradient; "
+            f"{_where()}\n{verdict}",
+            pytrace=False,
+        )
+
 
 def check_compile_parity(function: Any, case: Case) -> None:
     """Outputs and gradients agree between eager and ``torch.compile(backend="aot_eager")``;

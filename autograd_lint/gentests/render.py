@@ -22,6 +22,7 @@ from autograd_lint.gentests.inputs import (
     ScalarInput,
     TensorInput,
 )
+from autograd_lint.gentests.low_precision import LowPrecision
 from autograd_lint.gentests.surrogate import Surrogate
 from autograd_lint.gentests.tolerance import Tolerance
 from autograd_lint.model.spec import FunctionSpec
@@ -53,9 +54,14 @@ class FunctionPlan:
     checks: tuple[Check, ...]
     surrogate: Surrogate | None = None
     tolerance: Tolerance | None = None
+    low_precision: LowPrecision | None = None
 
     def check_arguments(self, check: Check) -> str:
         """What the harness call of ``check`` takes after ``(function, case``."""
+        if check is Check.LOW_PRECISION and self.low_precision is not None:
+            reference = self.low_precision.reference
+            source = f"load_reference({_quoted(reference)})" if self.low_precision.reference_is_import else reference
+            return self.low_precision.arguments(source)
         tolerance = self.tolerance.arguments() if self.tolerance is not None and check.runs_gradcheck else ""
         surrogate = self.surrogate
         if surrogate is None:
@@ -163,6 +169,9 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
         description += "; backward plainly is not the derivative of forward (undeclared surrogate gradient)"
     elif plan.surrogate is not None:
         description += "; a declared surrogate gradient (backward is not the derivative of forward)"
+    if plan.low_precision is not None:
+        description += (f"; a declared low-precision kernel ({plan.low_precision.dtype} on "
+                        f"{plan.low_precision.device}), compared with its reference")
     lines = [
         "",
         "",
@@ -202,6 +211,8 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
     for plan in plans:
         names.update(check.harness_function for check in plan.checks)
         if plan.surrogate is not None and plan.surrogate.reference_is_import:
+            names.add("load_reference")
+        if plan.low_precision is not None and plan.low_precision.reference_is_import and plan.checks:
             names.add("load_reference")
         if plan.checks and marks_inputs_dirty(plan.spec):
             names.add("in_place")
