@@ -49,6 +49,8 @@ class Settings:
     surrogate_gradients: tuple[tuple[str, str], ...] = ()
     # gen-tests: qualified names of Functions -> their gradcheck tolerances ("atol=1e-4, rtol=1e-2").
     gradcheck_tolerances: tuple[tuple[str, str], ...] = ()
+    # gen-tests: qualified names of low-precision kernels -> "dtype=... device=... k=... reference=...".
+    low_precision: tuple[tuple[str, str], ...] = ()
     jobs: int | None = None
     # The project runs its code under torch.compile: the compile-compatibility rules
     # (those with ``on_when_compiling``) are on without being selected by code.
