@@ -104,6 +104,7 @@ KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "allowed-ctx-tensor-attributes": ("allowed_ctx_tensor_attributes", lambda v, w: identifiers(_strings(v, w), w)),
     "surrogate-gradients": ("surrogate_gradients", _function_table("'reference or empty'")),
     "gradcheck-tolerances": ("gradcheck_tolerances", _function_table("'atol=..., rtol=...'")),
+    "low-precision": ("low_precision", _function_table("'dtype=... [device=...] [k=...] reference=...'")),
     "uses-compile": ("uses_compile", lambda v, w: _boolean(v, w)),
 }
 

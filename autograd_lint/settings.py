@@ -43,12 +43,14 @@ class Settings:
     extend_exclude: tuple[str, ...] = ()
     # Qualified names of a project's own Function base classes.
     extra_bases: frozenset[str] = frozenset()
-    # ctx attributes that may hold tensors on purpose (AGL003).
+    # ctx attributes that may hold tensors on purpose (AGL003, AGL032).
     allowed_ctx_tensor_attributes: frozenset[str] = field(default_factory=frozenset)
     # gen-tests: qualified names of surrogate-gradient Functions -> their reference ("" for none).
     surrogate_gradients: tuple[tuple[str, str], ...] = ()
     # gen-tests: qualified names of Functions -> their gradcheck tolerances ("atol=1e-4, rtol=1e-2").
     gradcheck_tolerances: tuple[tuple[str, str], ...] = ()
+    # gen-tests: qualified names of low-precision kernels -> "dtype=... device=... k=... reference=...".
+    low_precision: tuple[tuple[str, str], ...] = ()
     jobs: int | None = None
     # The project runs its code under torch.compile: the compile-compatibility rules
     # (those with ``on_when_compiling``) are on without being selected by code.

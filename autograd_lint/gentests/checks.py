@@ -26,6 +26,7 @@ class Check(enum.Enum):
     SURROGATE_GRADIENTS = "surrogate_gradients"
     SURROGATE_REFERENCE = "surrogate_reference"
     COMPILE_PARITY = "compile_parity"
+    LOW_PRECISION = "low_precision"
 
     @property
     def harness_function(self) -> str:
@@ -49,6 +50,7 @@ _HARNESS_FUNCTIONS = {
     Check.SURROGATE_GRADIENTS: "check_surrogate_gradients",
     Check.SURROGATE_REFERENCE: "check_surrogate_reference",
     Check.COMPILE_PARITY: "check_compile_parity",
+    Check.LOW_PRECISION: "check_low_precision",
 }
 
 _GRADCHECK_FAMILY = frozenset({Check.GRADCHECK, Check.NON_CONTIGUOUS, Check.GRADGRADCHECK, Check.FORWARD_AD,
@@ -89,11 +91,15 @@ def marks_inputs_dirty(spec: FunctionSpec) -> bool:
 
 
 def checks_for(
-    spec: FunctionSpec, inputs: FunctionInputs, surrogate: Surrogate | None = None, compile_parity: bool = False
+    spec: FunctionSpec, inputs: FunctionInputs, surrogate: Surrogate | None = None, compile_parity: bool = False,
+    low_precision: bool = False,
 ) -> tuple[Check, ...]:
     """The checks of ``spec``, in a fixed order; () when it has no backward.
 
     ``compile_parity`` (``gen-tests --compile-parity``) adds eager vs compiled outputs and gradients.
+
+    A declared low-precision kernel (``low_precision``) can't run in float64, where
+    every other check runs: it gets the comparison with its reference alone.
 
     A surrogate-gradient Function gets no check that compares backward with the
     derivative of forward (gradcheck, gradgradcheck, forward AD, undefined
@@ -102,6 +108,8 @@ def checks_for(
     backward = spec.backward_method
     if backward is None:
         return ()
+    if low_precision:
+        return (Check.LOW_PRECISION,)
     if surrogate is not None:
         # An undeclared one keeps gradcheck, as an expected failure (see .render).
         checks = [Check.GRADCHECK] if surrogate.inferred is not None else []

@@ -24,6 +24,8 @@ from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
 from autograd_lint.gentests.not_derivative import not_the_derivative
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
+from autograd_lint.gentests.domains import preferred_domains
+from autograd_lint.gentests.low_precision import LowPrecision, declared_low_precision
 from autograd_lint.gentests.surrogate import DeclarationError, Surrogate, declared_surrogate
 from autograd_lint.gentests.tolerance import Tolerance, declared_tolerance
 from autograd_lint.gentests.writer import FileState, compose, file_state, write_python_atomic
@@ -105,11 +107,13 @@ def group_by_module(specs: list[FunctionSpec], recorded: recording.Recording | N
 def plan_function(
     spec: FunctionSpec, specs: list[FunctionSpec], sites: list[CallSite], recorded: recording.Recording,
     surrogate: Surrogate | None = None, compile_parity: bool = False, tolerance: Tolerance | None = None,
+    low_precision: LowPrecision | None = None, domains: tuple[str, ...] = (),
 ) -> FunctionPlan:
     inputs: FunctionInputs = choose_inputs(
         spec, recorded.cases_for(spec), match_call_sites(spec, sites, specs), default_sources(spec)
     )
-    return FunctionPlan(spec, inputs, checks_for(spec, inputs, surrogate, compile_parity), surrogate, tolerance)
+    checks = checks_for(spec, inputs, surrogate, compile_parity, low_precision is not None)
+    return FunctionPlan(spec, inputs, checks, surrogate, tolerance, low_precision, domains)
 
 
 def _describe_only(analysis: object, settings: object) -> None:
@@ -166,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
     stale: list[str] = []
     configured_surrogates = dict(settings.surrogate_gradients)
     configured_tolerances = dict(settings.gradcheck_tolerances)
+    configured_low_precision = dict(settings.low_precision)
 
     def emit(out_path: str, text: str, what: str) -> None:
         state = file_state(out_path, text)
@@ -193,11 +198,22 @@ def run(args: argparse.Namespace) -> int:
             plans = []
             for spec in target.functions:
                 try:
+                    low_precision = declared_low_precision(spec, lines, configured_low_precision)
+                except DeclarationError as error:
+                    report(str(error))
+                    low_precision = None
+                try:
                     surrogate = declared_surrogate(spec, lines, configured_surrogates)
                 except DeclarationError as error:
                     report(str(error))
                     surrogate = None
-                if surrogate is None and (reason := not_the_derivative(spec, lines)) is not None:
+                if low_precision is not None:
+                    if surrogate is not None:
+                        report(f"{spec.path}:{spec.position.line}: {spec.qualname} is declared both a surrogate "
+                               "gradient and a low-precision kernel; its test compares it with the low-precision "
+                               "reference only")
+                    surrogate = None
+                elif surrogate is None and (reason := not_the_derivative(spec, lines)) is not None:
                     surrogate = Surrogate(None, inferred=reason)
                     hints.append(f"{spec.path}:{spec.position.line}: {spec.qualname}: backward plainly is not the "
                                  f"derivative of forward: {reason}; generated as a surrogate gradient with "
@@ -207,7 +223,8 @@ def run(args: argparse.Namespace) -> int:
                 except DeclarationError as error:
                     report(str(error))
                     tolerance = None
-                plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity, tolerance))
+                plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity, tolerance,
+                                           low_precision, preferred_domains(spec, lines)))
             return plans, render_module(target.module, plans, root_from_test)
 
         hints: list[str] = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import math
 import os
 import re
 import sys
@@ -37,12 +38,18 @@ from autograd_lint.gentests.render import RECORD_HINT
 # definite (all cholesky reads) is not taken for a symmetric one.
 Domain = tuple[str, float, float, bool]
 POSITIVE_DEFINITE = "positive_definite"
+SIMPLEX = "simplex"
+UNIT_NORM = "unit_norm"
 DOMAINS: tuple[Domain, ...] = (
     # name, low, high, random sign
     ("signed", 0.5, 1.5, True),
     (POSITIVE_DEFINITE, 0.5, 1.5, False),
     ("positive", 0.5, 1.5, False),
     ("unit", 0.1, 0.9, False),
+    # Last resorts for a forward that checks its input: probabilities (each row
+    # positive, summing to one) and unit vectors (each row of norm one).
+    (SIMPLEX, 0.5, 1.5, False),
+    (UNIT_NORM, 0.5, 1.5, True),
 )
 
 BATCH_SIZE = 2
@@ -85,6 +92,8 @@ class Case:
     args: tuple[Any, ...]
     pickled: str | None = None
     with_function: bool = False
+    # Value domains to try first (evidence in forward, see :mod:`.domains`), by name.
+    domains: tuple[str, ...] = ()
 
 
 def recorded(*chunks: str, function: bool = False) -> Case:
@@ -258,6 +267,10 @@ def _drawn_values(shape: tuple[int, ...], dtype: torch.dtype, domain: Domain,
     if signed:
         sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
         magnitude = magnitude * sign.to(real)
+    if name == SIMPLEX and magnitude.dim():
+        magnitude = magnitude / magnitude.sum(-1, keepdim=True)
+    elif name == UNIT_NORM and magnitude.dim():
+        magnitude = magnitude / torch.linalg.vector_norm(magnitude, dim=-1, keepdim=True)
     return magnitude.to(dtype)
 
 
@@ -499,7 +512,7 @@ def _search(function: Any, case: Case) -> Resolution | None:
     plans = _search_shape_plans(searched) if searched else [()]
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarArg))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
-    for plan, scalars, domain in search_candidates(plans, scalar_choices):
+    for plan, scalars, domain in search_candidates(plans, scalar_choices, case.domains):
         def build() -> tuple[Any, ...]:
             return _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
 
@@ -518,10 +531,12 @@ def _search(function: Any, case: Case) -> Resolution | None:
 
 
 def search_candidates(
-    plans: Sequence[tuple[tuple[int, ...], ...]], scalar_choices: Iterable[tuple[float, ...]]
+    plans: Sequence[tuple[tuple[int, ...], ...]], scalar_choices: Iterable[tuple[float, ...]],
+    preferred: Sequence[str] = (),
 ) -> Iterator[tuple[tuple[tuple[int, ...], ...], tuple[float, ...], Domain]]:
-    """(shapes, scalar values, value domain) to try, in order."""
-    for plan, scalars, domain in itertools.product(plans, scalar_choices, DOMAINS):
+    """(shapes, scalar values, value domain) to try, in order; the ``preferred`` domains first."""
+    domains = sorted(DOMAINS, key=lambda d: preferred.index(d[0]) if d[0] in preferred else len(preferred))
+    for plan, scalars, domain in itertools.product(plans, scalar_choices, domains):
         if domain[0] == POSITIVE_DEFINITE and not any(_is_square(shape) for shape in plan):
             continue  # no square matrix: the same values as "positive"
         yield plan, scalars, domain
@@ -1071,6 +1086,113 @@ def check_surrogate_reference(function: Any, case: Case, reference: Callable[...
             "Either backward or the declared reference is wrong.",
             pytrace=False,
         )
+
+class _InPrecision:
+    """A Function whose ``apply`` gets its floating-point tensor arguments in one dtype, on one device.
+
+    The inputs of a low-precision kernel are resolved (searched, drawn) in float64 on
+    the CPU like any other, then converted at the call: the conversion is
+    differentiable, so gradients flow back to the float64 inputs.
+    """
+
+    def __init__(self, function: Any, dtype: torch.dtype, device: str) -> None:
+        self.function, self.dtype, self.device = function, dtype, device
+
+    def apply(self, *args: Any) -> Any:
+        return self.function.apply(*_converted(args, self.dtype, self.device))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.function, name)
+
+
+def _converted(args: tuple[Any, ...], dtype: torch.dtype, device: str) -> tuple[Any, ...]:
+    """``args`` with floating-point tensors in ``dtype`` and every tensor on ``device``."""
+    return tuple(
+        (a.to(device=device, dtype=dtype) if a.is_floating_point() else a.to(device)) if isinstance(a, torch.Tensor)
+        else a
+        for a in args
+    )
+
+
+def _outputs_and_gradients(apply: Callable[..., Any], args: tuple[Any, ...], positions: list[int],
+                           grad_outputs: Sequence[torch.Tensor] | None = None,
+                           ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """Outputs, gradients at ``positions`` (zeros where unused) and output gradients, all float64 on the CPU."""
+    outputs = [out for out in _differentiable_outputs(apply(*args)) if out.requires_grad]
+    if grad_outputs is None:
+        generator = torch.Generator().manual_seed(SEED)
+        grad_outputs = [torch.randn(out.shape, generator=generator, dtype=torch.float64) for out in outputs]
+    grads = torch.autograd.grad(outputs, [args[i] for i in positions],
+                                [g.to(device=out.device, dtype=out.dtype) for g, out in zip(grad_outputs, outputs)],
+                                allow_unused=True)
+    return ([out.detach().to("cpu", torch.float64) for out in outputs],
+            [torch.zeros_like(args[i]) if g is None else g.to("cpu", torch.float64) for i, g in zip(positions, grads)],
+            list(grad_outputs))
+
+
+def _largest_error(value: torch.Tensor, truth: torch.Tensor) -> float:
+    if value.shape != truth.shape:
+        return math.inf
+    if not bool(torch.isfinite(value).all()):
+        return math.inf
+    return float((value - truth).abs().max()) if value.numel() else 0.0
+
+
+def check_low_precision(function: Any, case: Case, reference: Callable[..., Any], dtype: str = "float32",
+                        device: str = "cpu", k: float = 3.0) -> None:
+    """A kernel that can't run in float64, compared with its reference as kernel libraries test themselves.
+
+    The same inputs (drawn in float64) go to three runs: the reference in float64
+    (the truth), the reference in ``dtype`` (the error any implementation in that
+    dtype may have) and the Function in ``dtype`` on ``device``.  Each output, and
+    each input's gradient under one seeded output gradient, must be within ``k``
+    times the reference's own error in ``dtype``, and never below a few units in
+    the last place of ``dtype`` (an exact reference would otherwise allow nothing).
+    """
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        pytest.skip(f"{function.__qualname__} is declared a low-precision kernel on {device}: needs a CUDA device")
+    low = getattr(torch, dtype)
+    # Recorded inputs may come in the kernel's dtype on its device: the truth needs float64 leaves.
+    args = tuple(
+        a.detach().to("cpu", torch.float64).requires_grad_(a.requires_grad)
+        if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+        for a in make_args(_InPrecision(function, low, device), case)
+    )
+    positions = _grad_positions(function, args)
+    name = getattr(reference, "__name__", str(reference))
+    truth = _outputs_and_gradients(lambda *a: reference(*_converted(a, torch.float64, device)), args, positions)
+    grad_outputs = truth[2]
+    baseline = _outputs_and_gradients(lambda *a: reference(*_converted(a, low, device)), args, positions,
+                                      grad_outputs)
+    subject = _outputs_and_gradients(_InPrecision(function, low, device).apply, args, positions, grad_outputs)
+    if len(subject[0]) != len(truth[0]):
+        pytest.fail(f"{function.__qualname__}: forward returned {len(subject[0])} differentiable output(s), its "
+                    f"reference {name} {len(truth[0])}\ninputs: {_describe_inputs(args)}; {_where()}", pytrace=False)
+    eps = torch.finfo(low).eps
+    labels = [f"output #{i}" for i in range(len(truth[0]))] + [f"the gradient of input #{p}" for p in positions]
+    for label, value, wanted, base in zip(labels, [*subject[0], *subject[1]], [*truth[0], *truth[1]],
+                                          [*baseline[0], *baseline[1]]):
+        error, allowed = _largest_error(value, wanted), _largest_error(base, wanted)
+        scale = float(wanted.abs().max()) if wanted.numel() else 0.0
+        floor = 4 * eps * max(scale, 1.0)
+        bound = k * max(allowed, floor)
+        if error <= bound:
+            continue
+        ratio = error / max(allowed, floor)
+        verdict = (f"it is {ratio:.3g} times the reference's own error: a wrong result, not rounding"
+                   if ratio > 10 * k else
+                   f"it is {ratio:.3g} times the reference's own error (k={k:g}): an accumulation in {dtype} where "
+                   f"the reference accumulates in float32, or a formula slightly off; a larger k declared on the "
+                   f"class (k={math.ceil(ratio)}) would accept it")
+        pytest.fail(
+            f"{function.__qualname__}: {label} in {dtype} on {device} differs from its float64 reference {name} by "
+            f"{error:.3g}; the reference itself run in {dtype} differs by {allowed:.3g}; allowed: {k:g} times the "
+            f"larger of that and 4 units in the last place of the largest value ({bound:.3g})\n"
+            f"inputs: {_describe_inputs(args)} (converted to {dtype} on {device}); same seeded output gradient; "
+            f"{_where()}\n{verdict}",
+            pytrace=False,
+        )
+
 
 def check_compile_parity(function: Any, case: Case) -> None:
     """Outputs and gradients agree between eager and ``torch.compile(backend="aot_eager")``;

@@ -37,7 +37,7 @@ from autograd_lint.model.spec import FunctionSpec, MethodSpec
 _STEP_FUNCTIONS = frozenset({"round", "floor", "ceil", "trunc", "sign", "heaviside", "fix"})
 
 
-def _method_ast(method: MethodSpec, lines: Sequence[str]) -> ast.FunctionDef | None:
+def method_ast(method: MethodSpec, lines: Sequence[str]) -> ast.FunctionDef | None:
     start = method.position.line
     source = textwrap.dedent("\n".join(lines[start - 1:method.last_line]))
     try:
@@ -217,7 +217,7 @@ def not_the_derivative(spec: FunctionSpec, lines: Sequence[str]) -> str | None:
         return None
     inputs = [param.name for param in inputs_params]
     grads = [param.name for param in backward_method.positional[1:]]
-    forward, backward = _method_ast(forward_method, lines), _method_ast(backward_method, lines)
+    forward, backward = method_ast(forward_method, lines), method_ast(backward_method, lines)
     if forward is None or backward is None or not grads or not inputs:
         return None
     if len(grads) > 1:

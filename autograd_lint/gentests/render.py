@@ -22,6 +22,7 @@ from autograd_lint.gentests.inputs import (
     ScalarInput,
     TensorInput,
 )
+from autograd_lint.gentests.low_precision import LowPrecision
 from autograd_lint.gentests.surrogate import Surrogate
 from autograd_lint.gentests.tolerance import Tolerance
 from autograd_lint.model.spec import FunctionSpec
@@ -53,9 +54,16 @@ class FunctionPlan:
     checks: tuple[Check, ...]
     surrogate: Surrogate | None = None
     tolerance: Tolerance | None = None
+    low_precision: LowPrecision | None = None
+    # Value domains forward's source asks for (see .domains), tried first by the search.
+    domains: tuple[str, ...] = ()
 
     def check_arguments(self, check: Check) -> str:
         """What the harness call of ``check`` takes after ``(function, case``."""
+        if check is Check.LOW_PRECISION and self.low_precision is not None:
+            reference = self.low_precision.reference
+            source = f"load_reference({_quoted(reference)})" if self.low_precision.reference_is_import else reference
+            return self.low_precision.arguments(source)
         tolerance = self.tolerance.arguments() if self.tolerance is not None and check.runs_gradcheck else ""
         surrogate = self.surrogate
         if surrogate is None:
@@ -103,7 +111,7 @@ def _input_source(arg: Input) -> str:
 _PICKLE_LINE = 96
 
 
-def _case_source(case: InputCase) -> str:
+def _case_source(case: InputCase, domains: tuple[str, ...] = ()) -> str:
     if case.pickled is not None:
         # The labels are in the case id; the arguments are the pickle's.
         chunks = [case.pickled[i:i + _PICKLE_LINE] for i in range(0, len(case.pickled), _PICKLE_LINE)]
@@ -111,7 +119,9 @@ def _case_source(case: InputCase) -> str:
         function = ", function=True" if case.with_function else ""
         return f"recorded(\n{body}\n        {function})"
     items = [_input_source(arg) for arg in case.args]
-    return "Case((" + ", ".join(items) + ("," if len(items) == 1 else "") + "))"
+    drawn = any(isinstance(arg, TensorInput) and arg.values is None for arg in case.args)
+    preferred = f", domains={_tuple_source(domains)}" if domains and drawn else ""
+    return "Case((" + ", ".join(items) + ("," if len(items) == 1 else "") + ")" + preferred + ")"
 
 
 def _input_label(arg: Input) -> str:
@@ -163,6 +173,9 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
         description += "; backward plainly is not the derivative of forward (undeclared surrogate gradient)"
     elif plan.surrogate is not None:
         description += "; a declared surrogate gradient (backward is not the derivative of forward)"
+    if plan.low_precision is not None:
+        description += (f"; a declared low-precision kernel ({plan.low_precision.dtype} on "
+                        f"{plan.low_precision.device}), compared with its reference")
     lines = [
         "",
         "",
@@ -176,7 +189,7 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
         lines.append(f"        pytest.param(None, id=\"no-inputs\", marks=pytest.mark.skip(reason={_quoted(reason)})),")
     for case, case_id in zip(inputs.cases, case_ids(inputs)):
         marks = _required_device_marks(case)
-        lines.append(f"        pytest.param({_case_source(case)}, id={_quoted(case_id)}{marks}),")
+        lines.append(f"        pytest.param({_case_source(case, plan.domains)}, id={_quoted(case_id)}{marks}),")
     lines.append("    ]")
     # A class defined inside a function is unpickled from each recorded case.
     subject = "recorded_function(case)" if "<locals>" in spec.qualname else f"subject.{spec.qualname}"
@@ -202,6 +215,8 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
     for plan in plans:
         names.update(check.harness_function for check in plan.checks)
         if plan.surrogate is not None and plan.surrogate.reference_is_import:
+            names.add("load_reference")
+        if plan.low_precision is not None and plan.low_precision.reference_is_import and plan.checks:
             names.add("load_reference")
         if plan.checks and marks_inputs_dirty(plan.spec):
             names.add("in_place")

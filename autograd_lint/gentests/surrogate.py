@@ -50,10 +50,10 @@ class DeclarationError(Exception):
     """A declaration gen-tests cannot use: a reference that is not an expression, a bad :mod:`.tolerance`."""
 
 
-def check_reference(reference: str, where: str) -> str | None:
+def check_reference(reference: str, where: str, declaration: str = "surrogate-gradient") -> str | None:
     """``reference`` stripped, None when empty.
 
-    Raises :class:`DeclarationError` naming ``where`` when it is not an expression.
+    Raises :class:`DeclarationError` naming ``where`` and the ``declaration`` when it is not an expression.
     """
     text = reference.strip()
     if not text:
@@ -61,7 +61,7 @@ def check_reference(reference: str, where: str) -> str | None:
     try:
         ast.parse(text, mode="eval")
     except SyntaxError as error:
-        message = f"{where}: surrogate-gradient reference is not a Python expression: {error.msg}"
+        message = f"{where}: {declaration} reference is not a Python expression: {error.msg}"
         raise DeclarationError(message) from None
     return text
 

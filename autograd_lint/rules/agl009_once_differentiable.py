@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import libcst as cst
@@ -15,6 +15,7 @@ from autograd_lint.model.exprs import (
     SAVED_ATTRIBUTES,
     ctx_attribute,
     dotted_name,
+    is_none,
 )
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.rules._common import ctx_writers, inputs_without_gradient, short
@@ -30,7 +31,8 @@ from autograd_lint.rules.base import (
     Severity,
     Valid,
 )
-from autograd_lint.model.semantic import Binding, BindingFacts, How, Sink
+from autograd_lint.model.opaque import opaque_calls
+from autograd_lint.model.semantic import ALIAS_METHODS, Binding, BindingFacts, How, Sink
 from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 
 if TYPE_CHECKING:
@@ -68,6 +70,8 @@ class _Taint:
     source: cst.CSTNode
     what: str
     is_scalar: bool
+    # `x.detach().requires_grad_()`: a fresh leaf for autograd run inside backward (a recompute).
+    leaf: bool = False
 
 
 class _BackwardFlow:
@@ -83,21 +87,31 @@ class _BackwardFlow:
 
     A taint is a property of a binding (of an assignment, an annotated or augmented
     assignment: a tuple target takes the taint of the whole value; of a ``for`` or
-    comprehension target: the tensor taint of what it iterates), and so is being
-    tracked (having autograd history: a grad parameter, what is unpacked from
-    ``ctx.saved_tensors``, and what is computed from those without a taint).  A name
-    reads the facts of the bindings that reach it; where several do, the first tainted
-    one in walk order gives the taint.  ``x += v`` keeps what ``x`` had.
+    comprehension target: the tensor taint of what it iterates), and so is its history:
+    whether the value has autograd history that the body's own torch code gives it
+    (``tracked``: a grad parameter, what is unpacked from ``ctx.saved_tensors``, and what
+    operators, ``torch.*`` functions and tensor methods compute from those, outside
+    ``no_grad`` and not through a cut), whether that is not known (``unknown``: a value
+    computed by a call of other code, a helper or another module, from such values), and
+    whether a tainted value also has history of its own (``mixed``: ``grad * w.item()``,
+    whose second derivative silently misses the terms through ``w``).  Calls into code
+    autograd can't see (:mod:`autograd_lint.model.opaque`) give values without history.
+    A name reads the facts of the bindings that reach it; where several do, the first
+    tainted one in walk order gives the taint.  ``x += v`` keeps what ``x`` had.
     """
 
-    def __init__(self, imports: ImportMap, method: MethodSpec) -> None:
+    def __init__(self, imports: ImportMap, method: MethodSpec, module_text: str | None = None) -> None:
         assert method.semantic is not None
         self.imports = imports
         self.ctx_name = method.ctx_name
         model = self.model = method.semantic
         grads = {p.name for p in method.positional[1:]}
         self.tracked: set[Binding] = {b for b in model.params.values() if b.name in grads}
+        self.unknown: set[Binding] = set()
+        self.mixed: set[Binding] = set()
         self.taints: dict[Binding, _Taint] = {}
+        self.opaque = {id(o.call): o for o in opaque_calls(model, module_text)}
+        self.unknown_calls: dict[int, cst.Call] = {}
         self.no_grad_blocks = self._no_grad_blocks()
         self.facts = BindingFacts(model)
         computed = [
@@ -111,49 +125,63 @@ class _BackwardFlow:
         site = binding.site
         if isinstance(site, (cst.For, cst.CompFor)):  # an item of a tensor taint is one, as `x[i]` is
             found = self._tensor_only(self.taint(site.iter))
-            if found is None or binding in self.taints:
-                return False
-            self.taints[binding] = found
-            return True
+            return self._record(binding, found, self.history(site.iter), found is not None and self.is_mixed(site.iter))
         assert isinstance(site, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and site.value is not None
         value = site.value
-        taint: _Taint | None = None
-        tracked = False
-        if isinstance(site, cst.AugAssign):  # `x += v`: x keeps its own taint and history
-            taint = self.taint(site.target)
-            tracked = self._is_tracked(site.target)
         if self._is_saved_tensors(value):
-            tracked = True
-        else:
-            found = self.taint(value)
-            if found is None:
-                no_grad = self._no_grad(site)
-                if no_grad is not None and self._computes(value):
-                    found = no_grad
-            taint = taint or found
-            tracked = tracked or (found is None and _mentions(value, self._tracked_use))
+            return self._record(binding, None, True, False)
+        taint = self.taint(value)
+        if taint is None:
+            no_grad = self._no_grad(site)
+            if no_grad is not None and self._computes(value):
+                taint = no_grad
+                return self._record(binding, taint, False, False)
+        history = self.history(value)
+        mixed = taint is not None and self.is_mixed(value)
+        if isinstance(site, cst.AugAssign):  # `x += v`: x keeps its own taint and history
+            own = self.taint(site.target)
+            own_history = self.history(site.target)
+            mixed = mixed or self._is_mixed_parts([site.target, value]) or self.is_mixed(site.target)
+            taint = own or taint
+            history = _either(own_history, history)
+        return self._record(binding, taint, history, mixed)
+
+    def _record(self, binding: Binding, taint: _Taint | None, history: bool | None, mixed: bool) -> bool:
         changed = False
         if taint is not None and binding not in self.taints:
             self.taints[binding] = taint
             changed = True
-        if tracked and binding not in self.tracked:
+        if history is True and binding not in self.tracked:
             self.tracked.add(binding)
+            changed = True
+        if history is None and binding not in self.unknown:
+            self.unknown.add(binding)
+            changed = True
+        if mixed and binding not in self.mixed:
+            self.mixed.add(binding)
             changed = True
         return changed
 
-    def found(self) -> _Taint | None:
-        """The taint of the first ``return`` (in walk order) whose value has a tensor taint."""
+    def returned(self) -> list[cst.BaseExpression]:
+        """The returned values: each element of a returned tuple, else the whole value."""
+        found: list[cst.BaseExpression] = []
         for ret in self.model.returns:
             if ret.value is None:
                 continue
-            found = self._tensor_only(self.taint(ret.value))
-            if found is None:
-                no_grad = self._no_grad(ret.node)
-                if no_grad is not None and self._computes(ret.value):
-                    found = no_grad
-            if found is not None:
-                return found
-        return None
+            if ret.elements is not None:
+                found.extend(e for e in ret.elements if not is_none(e))
+            elif not is_none(ret.value):
+                found.append(ret.value)
+        return found
+
+    def element_taint(self, element: cst.BaseExpression) -> _Taint | None:
+        """The tensor taint of a returned value (a value returned inside ``no_grad`` included)."""
+        found = self._tensor_only(self.taint(element))
+        if found is None:
+            no_grad = self._no_grad(element)
+            if no_grad is not None and self._computes(element):
+                found = no_grad
+        return found
 
     def _no_grad_blocks(self) -> dict[int, _Taint]:
         """The ``with torch.no_grad():`` statements of the body (by id), each with its taint."""
@@ -198,6 +226,10 @@ class _BackwardFlow:
         name = dotted_name(node)
         if name is None or name.split(".", 1)[0] not in self.imports.aliases:
             return None
+        if self.model.is_bound(name.split(".", 1)[0]) and not any(
+            b.how is How.IMPORT for b in self.model.bindings_of(name.split(".", 1)[0])
+        ):
+            return None  # a local of the same name
         return self.imports.resolve(name)
 
     def taint(self, node: cst.BaseExpression) -> _Taint | None:
@@ -219,7 +251,7 @@ class _BackwardFlow:
             return self._call(node)
         if isinstance(node, cst.BinaryOperation):
             found = self.taint(node.left) or self.taint(node.right)
-            return _Taint(found.source, found.what, False) if found is not None else None
+            return replace(found, is_scalar=False) if found is not None else None
         if isinstance(node, cst.UnaryOperation):
             return None if isinstance(node.operator, cst.Not) else self.taint(node.expression)
         if isinstance(node, cst.Subscript):
@@ -250,6 +282,8 @@ class _BackwardFlow:
             return None
         if isinstance(func, cst.Attribute) and qualified is None:
             method = func.attr.value
+            if method == "detach" and self._fresh_leaf(node):
+                return _Taint(node, "`.detach()` (then `.requires_grad_()`: a fresh leaf)", False, leaf=True)
             if method in ("detach", "numpy"):
                 return _Taint(node, f"`.{method}()`", False)
             if method in ("item", "tolist"):
@@ -280,6 +314,210 @@ class _BackwardFlow:
         if isinstance(node, (cst.Name, cst.Attribute)):
             return False
         return _mentions(node, self._tracked_use)
+
+    def _fresh_leaf(self, node: cst.Call) -> bool:
+        """Whether ``node`` (``x.detach()``) is made a leaf that requires grad
+        (``x.detach().clone().requires_grad_(True)``), so that backward can run autograd on it."""
+        while True:
+            attribute = self.model.parent(node)
+            call = self.model.parent(attribute) if isinstance(attribute, cst.Attribute) else None
+            if not isinstance(call, cst.Call) or call.func is not attribute or attribute.value is not node:
+                return False
+            assert isinstance(attribute, cst.Attribute)
+            if attribute.attr.value == "requires_grad_":
+                return True
+            if attribute.attr.value not in SELF_RETURNING_METHODS and attribute.attr.value != "clone":
+                return False
+            node = call
+
+    # -- history: whether a value has autograd history from the body's own torch code --
+    def history(self, node: cst.BaseExpression) -> bool | None:
+        """True: computed by operators, ``torch.*`` and tensor methods from a value with
+        history; None: through a call of other code (not known); False: no history."""
+        if isinstance(node, cst.Name):
+            reaching = self.facts.reaching(node)
+            if any(b in self.tracked for b in reaching):
+                return True
+            return None if any(b in self.unknown for b in reaching) else False
+        if isinstance(node, cst.Attribute):
+            is_ctx = isinstance(node.value, cst.Name) and node.value.value == self.ctx_name
+            if node.attr.value == "data" and not is_ctx:
+                return False
+            return self.history(node.value) if node.attr.value in _TENSOR_VALUE_ATTRIBUTES else False
+        if isinstance(node, cst.Call):
+            return self._call_history(node)
+        if isinstance(node, cst.BinaryOperation):
+            return _either(self.history(node.left), self.history(node.right))
+        if isinstance(node, cst.UnaryOperation):
+            return False if isinstance(node.operator, cst.Not) else self.history(node.expression)
+        if isinstance(node, cst.Subscript):
+            return self.history(node.value)
+        if isinstance(node, cst.IfExp):
+            return _either(self.history(node.body), self.history(node.orelse))
+        if isinstance(node, (cst.Tuple, cst.List)):
+            return _either(*(self.history(e.value) for e in node.elements))
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
+            return self.history(node.elt)
+        return False
+
+    def _parts(self, node: cst.Call) -> list[cst.BaseExpression]:
+        parts = [a.value for a in node.args]
+        if isinstance(node.func, cst.Attribute) and self._qualified(node.func) is None:
+            parts.insert(0, node.func.value)
+        return parts
+
+    def _call_history(self, node: cst.Call) -> bool | None:
+        if id(node) in self.opaque:
+            return False
+        func = node.func
+        qualified = self._qualified(func)
+        parts = self._parts(node)
+        if isinstance(func, cst.Attribute) and qualified is None:  # a method of a local value
+            method = func.attr.value
+            if method in _CUT_METHODS or method in _NON_DIFFERENTIABLE_METHODS or method.startswith(_CREATION_PREFIXES):
+                return False
+            return _either(*(self.history(p) for p in parts))
+        if qualified is not None:
+            root, short = qualified.split(".", 1)[0], qualified.rsplit(".", 1)[-1]
+            if short.startswith(_CREATION_PREFIXES) or short in _NON_DIFFERENTIABLE_METHODS:
+                return False
+            if root in ("numpy", "math") or (root == "builtins" and short in _SCALAR_BUILTINS):
+                return False
+            if (root == "torch" and not qualified.startswith("torch.ops.")) or qualified.startswith(
+                "torch.ops.aten."
+            ) or root in _TRANSPARENT_MODULES:
+                return _either(*(self.history(p) for p in parts))
+        found = _either(*(self.history(p) for p in parts))
+        if found is False:
+            return False
+        self.unknown_calls.setdefault(id(node), node)
+        return None  # a helper, another module's function: what it does is not known
+
+    def is_mixed(self, node: cst.BaseExpression) -> bool:
+        """Whether a tainted value also has history of its own (through another operand)."""
+        if isinstance(node, cst.Name):
+            return any(b in self.mixed for b in self.facts.reaching(node))
+        if isinstance(node, cst.Attribute):
+            if node.attr.value == "data":
+                return False
+            return node.attr.value in _TENSOR_VALUE_ATTRIBUTES and self.is_mixed(node.value)
+        if isinstance(node, cst.Call):
+            func = node.func
+            if id(node) in self.opaque or (isinstance(func, cst.Attribute) and func.attr.value in _CUT_METHODS):
+                return False
+            return self._is_mixed_parts(self._parts(node))
+        if isinstance(node, cst.BinaryOperation):
+            return self._is_mixed_parts([node.left, node.right])
+        if isinstance(node, cst.UnaryOperation):
+            return self.is_mixed(node.expression)
+        if isinstance(node, cst.Subscript):
+            return self.is_mixed(node.value)
+        if isinstance(node, cst.IfExp):
+            return self.is_mixed(node.body) or self.is_mixed(node.orelse)
+        if isinstance(node, (cst.Tuple, cst.List)):
+            return any(self.is_mixed(e.value) for e in node.elements)
+        return False
+
+    def _is_mixed_parts(self, parts: Sequence[cst.BaseExpression]) -> bool:
+        if any(self.is_mixed(p) for p in parts):
+            return True
+        tainted = [i for i, p in enumerate(parts) if self.taint(p) is not None]
+        return any(self.history(p) is True for i, p in enumerate(parts) if tainted and tainted != [i])
+
+    # -- where returned values come from --------------------------------------
+    def sources(self, exprs: Sequence[cst.BaseExpression]) -> tuple[list[cst.CSTNode], set[Binding]]:
+        """The expressions the values of ``exprs`` are computed from (``exprs`` themselves
+        and the values of the bindings they read, transitively), and those bindings."""
+        nodes: list[cst.CSTNode] = list(exprs)
+        seen: set[Binding] = set()
+        stack: list[cst.CSTNode] = list(exprs)
+        while stack:
+            expr = stack.pop()
+            for binding in self.model.unnarrowed(self.model.dependencies(expr)):
+                if binding in seen:
+                    continue
+                seen.add(binding)
+                for value in _binding_sources(binding):
+                    nodes.append(value)
+                    stack.append(value)
+        return nodes, seen
+
+    def reaching_call(self, exprs: Sequence[cst.BaseExpression], calls: dict[int, cst.Call],
+                      buffers: bool = False) -> cst.Call | None:
+        """The first of ``calls`` (in walk order) whose result, or (``buffers``) a buffer
+        it writes, the values of ``exprs`` are computed from."""
+        if not calls:
+            return None
+        nodes, seen = self.sources(exprs)
+        inside = {id(n) for n in nodes}
+        for _, call in self.model.calls:
+            if id(call) not in calls:
+                continue
+            if id(call) in inside or any(id(a) in inside for a, _ in self.model.ancestors(call)):
+                return call
+            if buffers and any(b in seen and _is_buffer(b) for b in self._written(call)):
+                return call
+        return None
+
+    def _written(self, call: cst.Call) -> set[Binding]:
+        """The bindings whose objects are passed to ``call`` (a kernel writes its arguments)."""
+        found: set[Binding] = set()
+        values = [a.value for a in call.args]
+        while values:
+            value = values.pop()
+            if isinstance(value, (cst.Tuple, cst.List)):
+                values.extend(e.value for e in value.elements)
+            else:
+                found |= self.model.origins(value)
+        return found
+
+
+_CUT_METHODS = frozenset({"detach", "numpy", "item", "tolist"})
+# Builtins that give Python values, not tensors (containers such as `tuple` keep what they hold).
+_SCALAR_BUILTINS = frozenset("int float bool str len range isinstance type hash id repr hasattr callable".split())
+# Modules whose functions are plain torch code on tensors.
+_TRANSPARENT_MODULES = frozenset({"einops"})
+
+
+def _either(*values: bool | None) -> bool | None:
+    """True when one is; else None (not known) when one is; else False."""
+    if any(v is True for v in values):
+        return True
+    return None if any(v is None for v in values) else False
+
+
+def _binding_sources(binding: Binding) -> list[cst.BaseExpression]:
+    site = binding.site
+    if isinstance(site, (cst.Assign, cst.AnnAssign, cst.NamedExpr)) and site.value is not None:
+        return [site.value]
+    if isinstance(site, cst.AugAssign):
+        return [site.value, site.target]
+    if isinstance(site, (cst.For, cst.CompFor)):
+        return [site.iter]
+    if isinstance(site, cst.WithItem):
+        return [site.item]
+    return []
+
+
+def _is_buffer(binding: Binding) -> bool:
+    """Whether ``binding`` holds a tensor made to be written: ``torch.empty_like(x)``,
+    ``x.new_zeros(n)``, ``x.data``, or a view of one."""
+    return _is_buffer_value(binding.value) if binding.how is How.ASSIGNMENT else False
+
+
+def _is_buffer_value(value: cst.BaseExpression | None) -> bool:
+    if isinstance(value, cst.IfExp):
+        return _is_buffer_value(value.body) or _is_buffer_value(value.orelse)
+    if isinstance(value, cst.Attribute):
+        return value.attr.value == "data"
+    if isinstance(value, cst.Call):
+        callee = dotted_name(value.func) or ""
+        short = callee.rsplit(".", 1)[-1]
+        if short.startswith(_CREATION_PREFIXES):
+            return True
+        if isinstance(value.func, cst.Attribute) and short in ALIAS_METHODS:
+            return _is_buffer_value(value.func.value)
+    return False
 
 
 def _value_of(binding: Binding) -> tuple[cst.BaseExpression | None, bool]:
@@ -405,28 +643,6 @@ def _returned_names(function: FunctionSpec) -> set[str]:
     return names
 
 
-def _opaque_call(ctx: FunctionContext, method: MethodSpec) -> str | None:
-    """A call of ``method`` into code autograd can't see: a Triton launch ``kernel[grid](...)``,
-    a ``torch.ops.*`` operator or a compiled extension (a module named ``*_cuda``, ``*_C``,
-    ``*_ext``)."""
-    model = method.semantic
-    unit = ctx.unit(method)
-    if model is None or unit is None:
-        return None
-    for name, call in model.calls:
-        if isinstance(call.func, cst.Subscript):
-            return short(unit.code(call.func), 40) + "(...)"
-        qualified = ctx.analysis.imports.resolve(name) if name else None
-        if qualified is None:
-            continue
-        parts = qualified.split(".")
-        if qualified.startswith("torch.ops.") or any(
-            part.endswith(("_cuda", "_C", "_ext", "_cpp")) for part in parts[:-1]
-        ):
-            return f"{name}(...)"
-    return None
-
-
 def _unused_saved_positions(backward: MethodSpec | None) -> set[int]:
     """Positions of ``ctx.saved_tensors`` that backward unpacks into a name it never uses
     as a value (unused, or only for ``.shape``, ``.dtype``, ``.size()``...)."""
@@ -458,6 +674,243 @@ def _ctx_reads(method: MethodSpec) -> set[str] | None:
     if model is None or ctx_name is None or model.nested_uses.get(ctx_name):
         return None
     return {attr for owner, attr, _ in model.attribute_reads if owner == ctx_name}
+
+
+@dataclass(frozen=True)
+class _Intermediate:
+    """A tensor forward computed from the inputs without history that backward reads:
+    the reason in words, and where backward reads it (its uses, or the ``ctx.<attr>`` loads)."""
+
+    reason: str
+    reads: tuple[cst.CSTNode, ...]
+
+
+@dataclass(frozen=True)
+class _Finding:
+    code: str  # AGL009 (a silently wrong second derivative) or AGL033 (a first-order backward)
+    message: str
+
+
+_CONSEQUENCE_009 = (
+    ": a double backward (create_graph=True) silently leaves out the second-derivative terms through it"
+)
+_CONSEQUENCE_033 = (
+    ": a double backward (create_graph=True) gets none of its second-derivative terms, silently "
+    "where the gradient also has history from another path (a gradient penalty, a second use of "
+    "the input), else with `RuntimeError: element 0 of tensors does not require grad and does not "
+    "have a grad_fn`"
+)
+
+
+def _reports(ctx: FunctionContext, code: str) -> Iterator[Report]:
+    function = ctx.function
+    for name in ("backward", "vjp"):
+        method = function.methods.get(name)
+        if method is None or not ctx.own(method) or method.node is None or ctx.unit(method) is None:
+            continue
+        if method.semantic is None or method.is_once_differentiable or any(
+            d.qualified_name not in _KNOWN_DECORATORS for d in method.decorators
+        ):
+            continue
+        key = f"AGL009/AGL033:{id(method)}"
+        cache = ctx.analysis.usage_cache
+        if key not in cache:
+            cache[key] = _finding(ctx, method)
+        finding = cache[key]
+        assert finding is None or isinstance(finding, _Finding)
+        if finding is not None and finding.code == code:
+            yield Report(method.position, f"{function.name}.{name} {finding.message}")
+
+
+def _finding(ctx: FunctionContext, method: MethodSpec) -> _Finding | None:
+    """Whether ``method`` (a backward or vjp without ``@once_differentiable``) is not
+    correctly double-differentiable, and how: AGL009 when its own torch code mixes values
+    without history with values that have it (the second derivative is silently wrong);
+    AGL033 when its result comes from code autograd can't differentiate, or is cut off
+    from autograd whole (no_grad, ``.detach()``), so the second derivative gets nothing."""
+    assert method.semantic is not None
+    flow = _BackwardFlow(ctx.analysis.imports, method, ctx.analysis.source.text)
+    returned = flow.returned()
+    tainted = [(t, e) for e in returned if (t := flow.element_taint(e)) is not None]
+    mixed = [(taint, element) for taint, element in tainted if flow.is_mixed(element)]
+    for taint, element in mixed:
+        if not taint.leaf:
+            line = ctx.position(method, taint.source).line
+            return _Finding(
+                "AGL009",
+                f"is not correctly double-differentiable (its result depends on {taint.what} on line "
+                f"{line}) but is not decorated with @once_differentiable{_CONSEQUENCE_009}",
+            )
+    if mixed:
+        line = ctx.position(method, mixed[0][0].source).line
+        return _Finding(
+            "AGL033",
+            f"computes its gradient with autograd run on detached copies of its tensors (made leaves "
+            f"on line {line}, a recompute by design) and is not decorated with @once_differentiable: "
+            "a double backward (create_graph=True) silently leaves out the second-derivative terms "
+            "through those copies",
+        )
+    opaque = flow.reaching_call(returned, {i: o.call for i, o in flow.opaque.items()}, buffers=True)
+    if tainted:
+        if opaque is not None:
+            return _opaque_finding(ctx, method, flow, opaque)
+        taint = tainted[0][0]
+        line = ctx.position(method, taint.source).line
+        return _Finding(
+            "AGL033",
+            f"returns a gradient cut off from autograd by {taint.what} on line {line} and is not "
+            f"decorated with @once_differentiable{_CONSEQUENCE_033}",
+        )
+    intermediate = _saved_intermediate(ctx) or _ctx_intermediate(ctx, method)
+    if intermediate is None:
+        return None
+    if opaque is not None:
+        return _opaque_finding(ctx, method, flow, opaque)
+    if any(flow.history(e) is True for e in returned) or any(
+        _in_torch_math(flow, node) for node in intermediate.reads
+    ):
+        return _Finding(
+            "AGL009",
+            f"is not correctly double-differentiable ({intermediate.reason}) but is not decorated "
+            f"with @once_differentiable{_CONSEQUENCE_009}",
+        )
+    unknown = flow.reaching_call(returned, flow.unknown_calls)
+    if unknown is None:
+        return None
+    callee = short(ctx.unit(method).code(unknown.func), 40)  # type: ignore[union-attr]
+    return _Finding(
+        "AGL033",
+        f"computes its gradients with `{callee}(...)`, code this check can't see into (a kernel "
+        f"or an extension that autograd can't differentiate, or torch code), from a tensor without "
+        f"history ({intermediate.reason}), and is not decorated with @once_differentiable: a double "
+        "backward (create_graph=True) misses second-derivative terms, silently where the gradient has "
+        "history, else with `RuntimeError: element 0 of tensors does not require grad and does not "
+        "have a grad_fn`",
+    )
+
+
+def _opaque_finding(ctx: FunctionContext, method: MethodSpec, flow: _BackwardFlow, call: cst.Call) -> _Finding:
+    opaque = flow.opaque[id(call)]
+    line = ctx.position(method, call).line
+    return _Finding(
+        "AGL033",
+        f"computes its gradients with `{opaque.callee}(...)` on line {line}, {opaque.what}, which "
+        f"autograd can't differentiate, and is not decorated with @once_differentiable{_CONSEQUENCE_033}",
+    )
+
+
+def _in_torch_math(flow: _BackwardFlow, node: cst.CSTNode, follow: bool = True) -> bool:
+    """Whether backward computes with ``node`` in its own torch code: an operand of an
+    operator, an argument of a ``torch.*`` function or of a tensor method, or the tensor a
+    method computes on (not a size, a shape or a view); through one plain local
+    (``lams = ctx.lams``)."""
+    model = flow.model
+    parent = model.parent(node)
+    if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
+        return True
+    if isinstance(parent, cst.Arg):
+        call = model.parent(parent)
+        if isinstance(call, cst.Call):
+            qualified = flow._qualified(call.func)
+            if qualified is not None:
+                return qualified.split(".", 1)[0] == "torch" and not qualified.startswith("torch.ops.")
+            if isinstance(call.func, cst.Attribute):
+                return flow._is_tracked(call.func.value) and call.func.attr.value not in _CUT_METHODS
+        return False
+    if isinstance(parent, cst.Attribute) and parent.value is node:
+        call = model.parent(parent)
+        method = parent.attr.value
+        return (
+            isinstance(call, cst.Call) and call.func is parent
+            and method not in _CUT_METHODS and method not in _NON_DIFFERENTIABLE_METHODS
+            and method not in ALIAS_METHODS and method not in SELF_RETURNING_METHODS
+        )
+    if follow and isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+        target = parent.targets[0].target
+        if isinstance(target, cst.Name):
+            bindings = [b for b in model.bindings_of(target.value) if b.site is parent]
+            return any(_in_torch_math(flow, use, False) for b in bindings for use in model.uses(b))
+    return False
+
+
+def _saved_intermediate(ctx: FunctionContext) -> _Intermediate | None:
+    function = ctx.function
+    forward = function.method("forward")
+    if function.is_split_style is not False or forward is None or forward.node is None:
+        return None
+    if function.forward_inputs is None:
+        return None
+    intermediates: _Intermediates | None = None
+    unused = _unused_saved_positions(function.backward_method)
+    for call in forward.calls("save_for_backward"):
+        for position, arg in enumerate(call.args):
+            if arg.name is None or arg.kind is Kind.INDEX_TENSOR or position in unused:
+                continue  # ids and masks have no derivative; a value backward never reads costs nothing
+            if intermediates is None:
+                intermediates = _Intermediates(function, forward)
+            if intermediates.is_intermediate_name(arg.name):
+                return _Intermediate(
+                    f"forward saves `{arg.name}`, a tensor computed from the inputs, on line "
+                    f"{call.position.line}; it has no autograd history",
+                    _saved_reads(function.backward_method, position),
+                )
+    return None
+
+
+def _saved_reads(backward: MethodSpec | None, position: int) -> tuple[cst.CSTNode, ...]:
+    """Where backward reads the saved tensor at ``position``: the uses of the name it is
+    unpacked into, and ``ctx.saved_tensors[position]``."""
+    if backward is None or backward.semantic is None:
+        return ()
+    model = backward.semantic
+    found: list[cst.CSTNode] = []
+    for read in backward.ctx_reads:
+        if read.attribute not in SAVED_ATTRIBUTES or read.targets is None or not read.target_is_sequence:
+            continue
+        if position < len(read.targets):
+            for binding in model.bindings_of(read.targets[position]):
+                if binding.how is How.UNPACKING:
+                    found.extend(model.uses(binding))
+    for node in model.attribute_loads(backward.ctx_name or "ctx", SAVED_ATTRIBUTES):
+        parent = model.parent(node)
+        if isinstance(parent, cst.Subscript) and len(parent.slice) == 1:
+            index = parent.slice[0].slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+                if int(index.value.value) == position:
+                    found.append(parent)
+    return tuple(found)
+
+
+def _ctx_intermediate(ctx: FunctionContext, method: MethodSpec) -> _Intermediate | None:
+    function = ctx.function
+    read: set[str] | None = None
+    for writer in ctx_writers(function):
+        if writer.node is None or function.forward_inputs is None:
+            continue
+        intermediates: _Intermediates | None = None
+        for write in writer.ctx_writes:
+            if write.value.kind is not Kind.TENSOR:
+                continue
+            if read is None:
+                read = _ctx_reads(method)
+                if read is None:
+                    return None
+            if write.attribute not in read:
+                continue
+            if intermediates is None:
+                intermediates = _Intermediates(function, writer)
+            name = write.value.name
+            if name is not None and not intermediates.is_intermediate_name(name):
+                continue
+            if name is None and not _written_value_is_intermediate(writer, write.attribute, intermediates):
+                continue
+            assert method.semantic is not None and method.ctx_name is not None
+            return _Intermediate(
+                f"it reads ctx.{write.attribute}, a tensor computed from the inputs in "
+                f"{writer.name} on line {write.position.line}; it has no autograd history",
+                tuple(method.semantic.attribute_loads(method.ctx_name, {write.attribute})),
+            )
+    return None
 
 
 _ONCE_DIFFERENTIABLE = ("torch.autograd.function.once_differentiable", "torch.autograd.once_differentiable")
@@ -495,16 +948,23 @@ class _Fix(Fixer):
 
 
 class OnceDifferentiable(Rule):
-    """Reports a backward (or vjp) without ``@once_differentiable`` whose result can't be
-    differentiated again correctly, because (a) a value cut off from autograd reaches a
-    ``return``: ``.detach()``, ``.data``, ``.numpy()``, numpy calls, ``torch.from_numpy``,
-    names bound under ``with torch.no_grad()``, or ``.item()``/``.tolist()`` used in
-    arithmetic (as an index or a shape they lose nothing); (b) combined style: forward
-    passes ``save_for_backward`` a name computed from the inputs that is neither an
-    input nor returned; (c) backward reads a ``ctx`` attribute that forward or
-    setup_context set to such a computed tensor (cf. AGL003).  Backwards with a decorator
-    the rule does not know are skipped, as it may apply ``once_differentiable``.
-    Configured non-torch extension calls (catalogue part d) are not checked."""
+    """Reports a backward (or vjp) without ``@once_differentiable`` whose own torch code
+    computes its result from a value without autograd history together with values that
+    have it, so that the second derivative is silently wrong: (a) a value cut off from
+    autograd (``.detach()``, ``.data``, ``.numpy()``, numpy calls, ``torch.from_numpy``,
+    ``.item()``/``.tolist()`` used in arithmetic: as an index or a shape they lose nothing)
+    is combined with the incoming gradient or a saved tensor (``grad * w.item()``); (b)
+    combined style: forward passes ``save_for_backward`` a name computed from the inputs
+    that is neither an input nor returned, and backward computes with it; (c) backward
+    reads a ``ctx`` attribute that forward or setup_context set to such a computed tensor
+    (cf. AGL032).  Saved integer or bool tensors (ids, masks) and saved values backward
+    reads only for a shape are no evidence.
+
+    Where the result comes from code autograd can't see (a Triton or cuTile kernel, a
+    compiled extension) or is cut off whole (computed under ``no_grad``, detached), the
+    backward is first-order by design and AGL033 reports it instead, naming that code.
+    Backwards with a decorator the rule does not know are skipped, as it may apply
+    ``once_differentiable``."""
 
     code = "AGL009"
     title = "backward is not correctly double-differentiable but lacks `@once_differentiable`"
@@ -514,95 +974,15 @@ class OnceDifferentiable(Rule):
     why = (
         "Double backward is silently wrong: for f(a)=a·sin a at a=1.5 the true f'' is -1.354768, "
         "but a backward using an intermediate saved with save_for_backward, a partly numpy "
-        "backward and a tensor kept on ctx all give -1.425505, with no error. A backward that is "
-        "entirely non-differentiable fails with `RuntimeError: element 0 of tensors does not "
-        "require grad and does not have a grad_fn`. With `@once_differentiable` the attempt "
+        "backward and a tensor kept on ctx all give -1.425505, with no error (rechecked: a "
+        "gradient penalty through it is silently wrong too). (A backward whose result has no "
+        "history at all is AGL033's.) With `@once_differentiable` the attempt "
         "raises `RuntimeError: trying to differentiate twice a function that was marked with "
         "@once_differentiable`."
     )
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
-        function = ctx.function
-        for name in ("backward", "vjp"):
-            method = function.methods.get(name)
-            if method is None or not ctx.own(method) or method.node is None or ctx.unit(method) is None:
-                continue
-            if method.is_once_differentiable or any(
-                d.qualified_name not in _KNOWN_DECORATORS for d in method.decorators
-            ):
-                continue
-            reason = self._reason(ctx, method)
-            if reason is not None:
-                yield Report(
-                    method.position,
-                    f"{function.name}.{name} is not correctly double-differentiable ({reason}) "
-                    "but is not decorated with @once_differentiable",
-                )
-
-    def _reason(self, ctx: FunctionContext, method: MethodSpec) -> str | None:
-        assert method.node is not None
-        found = _BackwardFlow(ctx.analysis.imports, method).found() if method.semantic is not None else None
-        if found is not None:
-            line = ctx.position(method, found.source).line
-            return f"its result depends on {found.what} on line {line}"
-        reason = self._saved_intermediate(ctx) or self._ctx_intermediate(ctx, method)
-        opaque = _opaque_call(ctx, method) if reason is not None else None
-        if opaque is not None:
-            return f"it calls `{opaque}`, extension code autograd cannot differentiate through"
-        return reason
-
-    @staticmethod
-    def _saved_intermediate(ctx: FunctionContext) -> str | None:
-        function = ctx.function
-        forward = function.method("forward")
-        if function.is_split_style is not False or forward is None or forward.node is None:
-            return None
-        if function.forward_inputs is None:
-            return None
-        intermediates: _Intermediates | None = None
-        unused = _unused_saved_positions(function.backward_method)
-        for call in forward.calls("save_for_backward"):
-            for position, arg in enumerate(call.args):
-                if arg.name is None or arg.kind is Kind.INDEX_TENSOR or position in unused:
-                    continue  # ids and masks have no derivative; a value backward never reads costs nothing
-                if intermediates is None:
-                    intermediates = _Intermediates(function, forward)
-                if intermediates.is_intermediate_name(arg.name):
-                    return (
-                        f"forward saves `{arg.name}`, a tensor computed from the inputs, on line "
-                        f"{call.position.line}; it has no autograd history"
-                    )
-        return None
-
-    @staticmethod
-    def _ctx_intermediate(ctx: FunctionContext, method: MethodSpec) -> str | None:
-        function = ctx.function
-        read: set[str] | None = None
-        for writer in ctx_writers(function):
-            if writer.node is None or function.forward_inputs is None:
-                continue
-            intermediates: _Intermediates | None = None
-            for write in writer.ctx_writes:
-                if write.value.kind is not Kind.TENSOR:
-                    continue
-                if read is None:
-                    read = _ctx_reads(method)
-                    if read is None:
-                        return None
-                if write.attribute not in read:
-                    continue
-                if intermediates is None:
-                    intermediates = _Intermediates(function, writer)
-                name = write.value.name
-                if name is not None and not intermediates.is_intermediate_name(name):
-                    continue
-                if name is None and not _written_value_is_intermediate(writer, write.attribute, intermediates):
-                    continue
-                return (
-                    f"it reads ctx.{write.attribute}, a tensor computed from the inputs in "
-                    f"{writer.name} on line {write.position.line}; it has no autograd history"
-                )
-        return None
+        yield from _reports(ctx, self.code)
 
     VALID = [
         # A field of an object a library call returns (`packed.meta`: sparsity metadata) is
@@ -821,47 +1201,49 @@ class OnceDifferentiable(Rule):
                     return grad.detach() * 2
             """
         ),
-    ]
-    INVALID = [
-        # Backward launches a kernel: name it, not the saved value.
-        Invalid(
+        # A backward whose result a Triton kernel writes is first-order by design: AGL033's.
+        Valid(
             """
             import torch
-            import fused_cuda
 
-            class Fused(torch.autograd.Function):
+            class RMSNorm(torch.autograd.Function):
                 @staticmethod
-                def forward(ctx, x):
-                    y = torch.tanh(x)
-                    ctx.save_for_backward(y)
-                    return y * 2
+                def forward(ctx, x, eps):
+                    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+                    ctx.save_for_backward(x, rstd)
+                    return x * rstd
 
                 @staticmethod
                 def backward(ctx, grad):
-                    (y,) = ctx.saved_tensors
-                    return fused_cuda.tanh_backward(grad, y) * 2
-            """,
-            line=12,
-            message="it calls `fused_cuda.tanh_backward(...)`, extension code autograd cannot differentiate",
-            fixed="""
-            import torch
-            import fused_cuda
-            from torch.autograd.function import once_differentiable
-
-            class Fused(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x):
-                    y = torch.tanh(x)
-                    ctx.save_for_backward(y)
-                    return y * 2
-
-                @staticmethod
-                @once_differentiable
-                def backward(ctx, grad):
-                    (y,) = ctx.saved_tensors
-                    return fused_cuda.tanh_backward(grad, y) * 2
-            """,
+                    x, rstd = ctx.saved_tensors
+                    dx = torch.empty_like(x)
+                    _rms_bwd_kernel[(x.shape[0],)](dx, grad, x, rstd)
+                    return dx, None
+            """
         ),
+        # A gradient detached on one path and converted on the other is cut off whole on
+        # that path, not mixed with history: AGL033's.
+        Valid(
+            """
+            import torch
+
+            class Identity(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, dtype):
+                    ctx.dtype = x.dtype
+                    return x.to(dtype)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    if grad.dtype == ctx.dtype:
+                        out = grad.detach()
+                    else:
+                        out = grad.to(ctx.dtype)
+                    return out, None
+            """
+        ),
+    ]
+    INVALID = [
         # (b) an intermediate saved for backward.
         Invalid(
             """
@@ -940,80 +1322,6 @@ class OnceDifferentiable(Rule):
                     return -grad * torch.from_numpy(s)
             """,
         ),
-        # (a) the items of a detached tensor, through a comprehension (gradgradcheck fails).
-        Invalid(
-            """
-            import torch
-
-            class Chunks(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x):
-                    return x * 2
-
-                @staticmethod
-                def backward(ctx, grad):
-                    parts = grad.detach().chunk(2)
-                    out = [p * 2 for p in parts]
-                    return torch.cat(out)
-            """,
-            line=9,
-            message="its result depends on `.detach()` on line 10",
-            fixed="""
-            import torch
-            from torch.autograd.function import once_differentiable
-
-            class Chunks(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x):
-                    return x * 2
-
-                @staticmethod
-                @once_differentiable
-                def backward(ctx, grad):
-                    parts = grad.detach().chunk(2)
-                    out = [p * 2 for p in parts]
-                    return torch.cat(out)
-            """,
-        ),
-        # (a) a gradient computed under no_grad; ctx is not called ctx.
-        Invalid(
-            """
-            import torch
-
-            class Square(torch.autograd.Function):
-                @staticmethod
-                def forward(self, x):
-                    self.save_for_backward(x)
-                    return x * x
-
-                @staticmethod
-                def backward(self, grad):
-                    (x,) = self.saved_tensors
-                    with torch.no_grad():
-                        gx = 2 * x * grad
-                    return gx
-            """,
-            line=10,
-            message="`with torch.no_grad()` on line 12",
-            fixed="""
-            import torch
-            from torch.autograd.function import once_differentiable
-
-            class Square(torch.autograd.Function):
-                @staticmethod
-                def forward(self, x):
-                    self.save_for_backward(x)
-                    return x * x
-
-                @staticmethod
-                @once_differentiable
-                def backward(self, grad):
-                    (x,) = self.saved_tensors
-                    with torch.no_grad():
-                        gx = 2 * x * grad
-                    return gx
-            """,
-        ),
         # (c) an intermediate kept on ctx.
         Invalid(
             """
@@ -1088,6 +1396,123 @@ class OnceDifferentiable(Rule):
                 def backward(ctx, grad):
                     x, w = ctx.saved_tensors
                     return grad * w.item(), (grad * x).sum().data
+            """,
+        ),
+        # A tensor computed in forward kept on ctx (a tuple target), read by backward.
+        Invalid(
+            """
+            import torch
+
+            class Normalize(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, eps):
+                    ctx.inv, ctx.eps = torch.rsqrt(x.var(-1, keepdim=True) + eps), eps
+                    return x * ctx.inv
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.inv, None
+            """,
+            line=10,
+            message="it reads ctx.inv, a tensor computed from the inputs in forward",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Normalize(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, eps):
+                    ctx.inv, ctx.eps = torch.rsqrt(x.var(-1, keepdim=True) + eps), eps
+                    return x * ctx.inv
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    return grad * ctx.inv, None
+            """,
+        ),
+        # A Python value from `.item()` mixed with the gradient through a local: the result
+        # has history through `grad`, but none through `w`.
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x * w
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, w = ctx.saved_tensors
+                    g = grad * w.item()
+                    return g, None
+            """,
+            line=10,
+            message="its result depends on `.item()` on line 12",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x * w
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    x, w = ctx.saved_tensors
+                    g = grad * w.item()
+                    return g, None
+            """,
+        ),
+        # Solver outputs kept on ctx, computed with in backward's own torch code, then
+        # passed to a helper: the backward computes with values without history.
+        Invalid(
+            """
+            import torch
+            from .solver import solve_kkt
+
+            class QP(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, g):
+                    z, lams = solve_kkt(q, g)
+                    ctx.lams = torch.relu(lams)
+                    ctx.save_for_backward(z, q, g)
+                    return z
+
+                @staticmethod
+                def backward(ctx, dz):
+                    z, q, g = ctx.saved_tensors
+                    d = torch.clamp(ctx.lams, min=1e-8)
+                    dq, dg = solve_kkt(q * d, dz)
+                    return dq, dg
+            """,
+            line=13,
+            message="it reads ctx.lams, a tensor computed from the inputs in forward",
+            fixed="""
+            import torch
+            from .solver import solve_kkt
+            from torch.autograd.function import once_differentiable
+
+            class QP(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, g):
+                    z, lams = solve_kkt(q, g)
+                    ctx.lams = torch.relu(lams)
+                    ctx.save_for_backward(z, q, g)
+                    return z
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, dz):
+                    z, q, g = ctx.saved_tensors
+                    d = torch.clamp(ctx.lams, min=1e-8)
+                    dq, dg = solve_kkt(q * d, dz)
+                    return dq, dg
             """,
         ),
     ]

@@ -16,7 +16,7 @@ SAMPLES = Path(__file__).parent / "samples"
 GRAPH_BREAKS = Path(__file__).parent / "graph_breaks"
 CUSTOM_OPS = Path(__file__).parent / "custom_ops"
 # The sample projects are run in subprocesses, never collected here.
-collect_ignore = ["samples", "graph_breaks", "custom_ops"]
+collect_ignore = ["samples", "graph_breaks", "custom_ops", "cuda"]
 
 
 @dataclass

@@ -87,3 +87,72 @@ def test_a_forward_that_draws_random_numbers_is_skipped_with_the_reason(pytester
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert set(outcomes["TestNoisyScale"]) == {"skipped"}, outcomes
     result.stdout.fnmatch_lines(["*NoisyScale: forward gives different outputs for the same inputs*"])
+
+
+EIGH = '''\
+import torch
+from torch.autograd.function import once_differentiable
+
+
+class Eigenvalues(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        values, vectors = torch.linalg.eigh(a)
+        ctx.save_for_backward(vectors)
+        return values
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (vectors,) = ctx.saved_tensors
+        return vectors @ torch.diag_embed(grad) @ vectors.mT
+'''
+
+
+def test_evidence_in_forward_puts_its_domain_first(pytester: pytest.Pytester) -> None:
+    """``eigh`` accepts any matrix (it reads the lower triangle), so the search alone took a random
+    one, and gradcheck, perturbing the upper triangle too, failed without a bug.  ``eigh`` in forward
+    asks for symmetric positive-definite inputs first; symmetric inputs are perturbed symmetrically."""
+    pytester.makepyfile(eig=EIGH)
+    generated = gen_tests(pytester.path, "eig.py", "--out", "gen")
+    assert generated.returncode == 0, generated.stderr
+    text = (pytester.path / "gen" / "test_gradcheck_eig.py").read_text()
+    assert 'domains=("positive_definite",)' in text
+    pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
+    assert set(outcomes["TestEigenvalues"]) == {"passed"}, outcomes
+
+    # The same test without the evidence: the first domain forward accepts, a false failure.
+    (pytester.path / "gen" / "test_gradcheck_eig.py").write_text(text.replace(', domains=("positive_definite",)', ""))
+    pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
+    assert outcomes["TestEigenvalues"].get("failed", 0) >= 1, outcomes
+
+
+@pytest.mark.parametrize(("call", "domains"), [
+    ("torch.log(x)", ("positive",)),
+    ("x.sqrt() + torch.linalg.cholesky(x).sum()", ("positive_definite", "positive")),
+    ("torch.special.logit(x)", ("unit",)),
+    ("x * 2", ()),
+])
+def test_preferred_domains_from_forward(call: str, domains: tuple[str, ...]) -> None:
+    from autograd_lint.gentests.domains import preferred_domains
+    from autograd_lint.model.analysis import analyze
+    from autograd_lint.model.source import SourceFile
+    from autograd_lint.settings import Settings
+
+    source = f'''\
+import torch
+
+
+class F(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return {call}
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+'''
+    (spec,) = analyze(SourceFile("f.py", source, "f"), {}, Settings()).functions
+    assert preferred_domains(spec, source.splitlines()) == domains
