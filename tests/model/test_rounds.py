@@ -76,7 +76,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_workers_kept_analyses_and_parsing_again_agree(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     serial = run([str(tree)], Settings(select=("ALL",), jobs=1), check_analysis)
-    assert {"AGL003", "AGL101"} <= {code for _, _, _, code, _ in findings(serial)}
+    # AGL116 needs Derived known as a Function: derived.py is analysed again in the last round.
+    assert {"AGL101", "AGL116"} <= {code for _, _, _, code, _ in findings(serial)}
     assert registrations(serial)["pkg::scale"] == [("fake", "registrations.py"), ("autograd", "registrations.py")]
     parallel = run([str(tree)], Settings(select=("ALL",), jobs=2), check_analysis)
     monkeypatch.setattr(discovery, "_KEPT_CHARS", 0)  # nothing kept: the last round parses again
