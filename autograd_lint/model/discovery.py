@@ -307,7 +307,8 @@ def _read_and_analyse(task: _Task, state: _Round[T]) -> FileResult[T]:
     return _analyse(source, explicit, state, mentions_ops)
 
 
-# A message to a worker: a new round's state, tasks to run, files to finish, or the end.
+# A message to a worker: a new round's state (pickled once for all workers), tasks to run,
+# files to finish, or the end.
 _Message = tuple[str, object]
 
 
@@ -322,7 +323,7 @@ def _serve(inbox: "multiprocessing.SimpleQueue[_Message]", outbox: "multiprocess
     while True:
         kind, payload = inbox.get()
         if kind == "round":
-            state = payload  # type: ignore[assignment]
+            state = pickle.loads(payload)  # type: ignore[arg-type]
         elif kind == "tasks":
             outbox.put((os.getpid(), _run_tasks(payload, state)))  # type: ignore[arg-type]
         elif kind == "finish":
@@ -356,12 +357,17 @@ class _Workers:
         self.pids = [process.pid for process in self._processes]
         self._state = state
 
+    def _share(self, state: _Round[T]) -> None:
+        """Send ``state`` to every worker, unless they have it."""
+        if state is not self._state:
+            payload = pickle.dumps(state)  # once, not once per worker
+            for inbox in self._inboxes:
+                inbox.put(("round", payload))
+            self._state = state
+
     def run(self, tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
         """Run ``tasks`` on whichever worker is free, with ``state``."""
-        if state is not self._state:
-            for inbox in self._inboxes:
-                inbox.put(("round", state))
-            self._state = state
+        self._share(state)
         pending = list(reversed(tasks))
         workers = len(self._processes)
 
@@ -389,10 +395,7 @@ class _Workers:
 
     def finish(self, tasks_by_worker: Mapping[int, list[_Task]], state: _Round[T]) -> list[FileResult[T]]:
         """Finish on each worker the files whose analyses it kept (:func:`_finish_task`)."""
-        if state is not self._state:
-            for inbox in self._inboxes:
-                inbox.put(("round", state))
-            self._state = state
+        self._share(state)
         sent = 0
         for index, tasks in tasks_by_worker.items():
             self._inboxes[index].put(("finish", tasks))
