@@ -82,9 +82,10 @@ def iter_targets(paths: Sequence[str | os.PathLike[str]], settings: Settings) ->
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
                 for name in sorted(files):
-                    full = os.path.join(root, name)
-                    if name.endswith((".py", ".pyi")) and not excluded(full):
-                        yield Target(full, explicit=False)
+                    if name.endswith((".py", ".pyi")):  # before the join: most files of a tree are not
+                        full = os.path.join(root, name)
+                        if not excluded(full):
+                            yield Target(full, explicit=False)
         elif os.path.exists(path):
             yield Target(path, explicit=True)
         else:
