@@ -537,7 +537,7 @@ class MethodModel:
             found: list[cst.BaseExpression | None] = []
             for element in value.elements:
                 if isinstance(element, cst.StarredElement):
-                    count = _none_padding(element.value)
+                    count = none_padding(element.value)
                     if count is None:
                         return tuple(found), False
                     found.extend([None] * count)
@@ -1499,7 +1499,7 @@ def _is_sharing_expr(value: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.Name, cst.IfExp))
 
 
-def _none_padding(node: cst.BaseExpression) -> int | None:
+def none_padding(node: cst.BaseExpression) -> int | None:
     """``k`` for ``[None] * k`` or ``(None,) * k`` with an integer literal ``k``."""
     if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
         return None

@@ -8,7 +8,7 @@ import libcst as cst
 
 from autograd_lint.model import flow
 from autograd_lint.model.exprs import dotted_name
-from autograd_lint.model.semantic import MethodModel
+from autograd_lint.model.semantic import MethodModel, none_padding
 from autograd_lint.model.spec import CTX_METHODS, FunctionSpec, Kind, MethodSpec
 
 
@@ -115,7 +115,7 @@ def _none_positions(method: MethodSpec) -> list[set[int] | None] | None:
         position = 0
         for element in value.elements:
             if isinstance(element, cst.StarredElement):
-                count = _none_padding(element.value)
+                count = none_padding(element.value)
                 if count is None:
                     break  # positions from here on are unknown
                 nones.update(range(position, position + count))
@@ -126,20 +126,6 @@ def _none_positions(method: MethodSpec) -> list[set[int] | None] | None:
                 position += 1
         found.append(nones)
     return found
-
-
-def _none_padding(node: cst.BaseExpression) -> int | None:
-    """``k`` for ``[None] * k`` or ``(None,) * k`` with an integer literal ``k``."""
-    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
-        return None
-    sequence, count = node.left, node.right
-    if isinstance(sequence, cst.Integer):
-        sequence, count = count, sequence
-    if not isinstance(count, cst.Integer) or not isinstance(sequence, (cst.List, cst.Tuple)):
-        return None
-    if not all(isinstance(e.value, cst.Name) and e.value.value == "None" for e in sequence.elements):
-        return None
-    return int(count.value) * len(sequence.elements)
 
 
 def gradient_given(function: FunctionSpec, position: int) -> bool | None:
