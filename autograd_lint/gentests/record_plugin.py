@@ -265,6 +265,11 @@ class _RecordingSession:
         session = self
 
         def recording_apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            # While Dynamo traces (torch.cond, map, scan... trace their branches before running
+            # them), the arguments are fake: not an input case, and their failed pickle must not
+            # mark the structure unrecordable for the real call that follows.
+            if session.is_compiling():
+                return apply(cls, *args, **kwargs)
             # Encoded before the call, as forward may change its inputs in place;
             # kept only once forward returned: a test of an error path is no input case.
             pending = session.encode_call(cls, args, kwargs)
