@@ -348,3 +348,26 @@ def test_an_argument_consumed_by_one_call_skips_the_comparisons_with_the_reason(
     with pytest.raises(pytest.skip.Exception, match="work once, then raise TypeError: forward.. missing 1 .* on a "
                                                     "second call with the same arguments: an argument is consumed"):
         harness.check_gradcheck(SingleUse, case)
+
+
+class Float32Only(torch.autograd.Function):
+    """As torch's FakeQuantPerChannel: forward asserts float32 input; the checks run in float64."""
+
+    @staticmethod
+    def forward(ctx, x):
+        if x.dtype != torch.float32:
+            raise AssertionError(f"Expecting input to have dtype torch.float32, but got dtype: {x.dtype}")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_a_recorded_case_forward_refuses_skips_with_forwards_error_not_a_request_to_record() -> None:
+    case = Case((tensor((3,), values=(1.0, 2.0, 3.0)),))  # a recorded float32 tensor is rendered in float64
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        harness.check_gradcheck(Float32Only, case)
+    message = str(skipped.value)
+    assert "forward raised AssertionError: Expecting input to have dtype torch.float32" in message
+    assert "in float64" in message and "--autograd-record" not in message
