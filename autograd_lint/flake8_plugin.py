@@ -92,7 +92,7 @@ class AutogradLintChecker:
             default="",
             parse_from_config=True,
             comma_separated_list=True,
-            help="ctx attributes that may hold tensors on purpose, for AGL003 (comma separated)",
+            help="ctx attributes that may hold tensors on purpose, for AGL003 and AGL032 (comma separated)",
         )
 
     @classmethod

@@ -43,7 +43,7 @@ class Settings:
     extend_exclude: tuple[str, ...] = ()
     # Qualified names of a project's own Function base classes.
     extra_bases: frozenset[str] = frozenset()
-    # ctx attributes that may hold tensors on purpose (AGL003).
+    # ctx attributes that may hold tensors on purpose (AGL003, AGL032).
     allowed_ctx_tensor_attributes: frozenset[str] = field(default_factory=frozenset)
     # gen-tests: qualified names of surrogate-gradient Functions -> their reference ("" for none).
     surrogate_gradients: tuple[tuple[str, str], ...] = ()

@@ -13,7 +13,7 @@ the ``fetch`` tool leaves under --mirrors, default /work/.mirror), runs the
 given ``autograd-lint`` over each with no configuration file, writes all
 diagnostics to --out as JSON and prints per-rule counts.  ``--selection all``
 (the default) selects every rule, off-by-default ones included (the compile
-family AGL150-AGL154, AGL028, AGL030, AGL033, AGL100): what the rules can find.  ``--selection
+family AGL150-AGL154, AGL028, AGL030, AGL032, AGL033, AGL100): what the rules can find.  ``--selection
 default`` selects nothing: what a new user gets from a plain ``autograd-lint check``.
 
 ``table`` merges a results file with the judgements (bench/accuracy_judgements.csv:

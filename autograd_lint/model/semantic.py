@@ -46,6 +46,24 @@ from autograd_lint.model.spec import Kind
 ALIAS_METHODS = frozenset(
     "view view_as reshape contiguous squeeze unsqueeze t transpose expand flatten".split()
 )
+# Attributes that are views of their tensor (the transposes).
+VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
+# What a tensor tells about itself without its data being read: attributes, and methods
+# called on it (``new_zeros`` and the like take only its dtype and device).
+METADATA_ATTRIBUTES = frozenset(
+    "shape dtype device is_cuda ndim layout requires_grad is_sparse is_quantized is_leaf grad_fn".split()
+)
+METADATA_METHODS = frozenset(
+    """
+    size dim ndimension numel nelement stride is_contiguous get_device element_size
+    new_zeros new_ones new_empty new_full data_ptr storage_offset is_floating_point is_complex
+    """.split()
+)
+# torch functions that take only the shape, dtype and device of their first argument.
+LIKE_FUNCTIONS = frozenset(
+    "torch.zeros_like torch.ones_like torch.empty_like torch.full_like torch.rand_like torch.randn_like "
+    "torch.randint_like".split()
+)
 # In-place methods that do not write tensor data.
 HARMLESS_INPLACE = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
 # Usage that makes an unannotated parameter a tensor: a method only tensors have
@@ -439,6 +457,201 @@ class MethodModel:
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             return expr.value.value, expr.attr.value
         return None
+
+    # -- where a tensor comes from, and how it is read ----------------------------
+    def sources(self, expr: cst.BaseExpression) -> Sources:
+        """The bindings whose tensor ``expr`` may be (or share the data of), through views
+        (:data:`ALIAS_METHODS`, ``.T``), in-place methods, ``.detach()``, ``.data``, the arms
+        of a conditional expression (``None`` arms hold nothing), narrowings and locals bound
+        to such expressions."""
+        same: set[Binding] = set()
+        detached: set[Binding] = set()
+        made = unknown = False
+        through: set[str] = set()
+        seen: set[tuple[int, bool]] = set()
+        work: list[tuple[cst.BaseExpression | Binding, bool]] = [(expr, False)]
+        while work:
+            item, detach = work.pop()
+            if (id(item), detach) in seen:
+                continue
+            seen.add((id(item), detach))
+            if isinstance(item, Binding):
+                binding = item
+                if binding.how is How.NARROWING or (binding.aliases and binding.how is not How.PARAMETER):
+                    if binding.how is not How.NARROWING and binding.value is not None:
+                        _strip_sharing(binding.value, detach, through)  # the views it took
+                    work.extend((alias, detach) for alias in binding.aliases)
+                elif binding.how in (How.ASSIGNMENT, How.WALRUS) and binding.value is not None and _is_sharing_expr(
+                    binding.value
+                ):
+                    work.append((binding.value, detach))
+                else:
+                    (detached if detach else same).add(binding)
+                continue
+            node, detach = _strip_sharing(item, detach, through)
+            if isinstance(node, cst.IfExp):
+                work.extend([(node.body, detach), (node.orelse, detach)])
+            elif is_none(node):
+                continue
+            elif isinstance(node, cst.Name):
+                reaching = self.reaching(node)
+                if not reaching:
+                    unknown = True
+                work.extend((binding, detach) for binding in reaching)
+            else:
+                made = True
+        return Sources(frozenset(same), frozenset(detached), made, unknown, frozenset(through))
+
+    def unpacked(self, binding: Binding) -> tuple[cst.BaseExpression, int] | None:
+        """``(value, index)`` when ``binding`` is the ``index``-th name of a flat tuple or list
+        target without a starred element (``a, b = value``), assigned a value that is not a
+        matching literal; None otherwise."""
+        site = binding.site
+        if binding.how is not How.UNPACKING or not isinstance(site, cst.Assign):
+            return None
+        for target in site.targets:
+            target_node = target.target
+            if not isinstance(target_node, (cst.Tuple, cst.List)):
+                continue
+            if any(isinstance(e, cst.StarredElement) for e in target_node.elements):
+                continue
+            for index, element in enumerate(target_node.elements):
+                if isinstance(element.value, cst.Name) and element.value.value == binding.name:
+                    return site.value, index
+        return None
+
+    def return_positions(self, ret: ReturnValue) -> tuple[tuple[cst.BaseExpression | None, ...], bool] | None:
+        """What ``ret`` gives at each position: ``(elements, complete)``.
+
+        A tuple literal (or a name only it reaches) gives its elements, with ``*[None] * k``
+        padding as ``None`` entries; ``complete`` is false when a starred element of another
+        shape cuts the list short (the positions after it are unknown).  A single value
+        that is certainly a tensor or ``None`` gives one element.  None for any other shape
+        (``return grads``, ``return helper(g)``, a bare ``return``), which may be a tuple."""
+        if ret.elements is not None:
+            return ret.elements, True
+        value = ret.value
+        if value is None:
+            return None
+        if isinstance(value, cst.Tuple):
+            found: list[cst.BaseExpression | None] = []
+            for element in value.elements:
+                if isinstance(element, cst.StarredElement):
+                    count = none_padding(element.value)
+                    if count is None:
+                        return tuple(found), False
+                    found.extend([None] * count)
+                else:
+                    found.append(element.value)
+            return tuple(found), True
+        kind = self.kind(value)
+        if kind.is_tensor or kind is Kind.NONE:
+            return (value,), True
+        return None
+
+    def reads_data(self, node: cst.BaseExpression, element: int | None = None) -> bool:
+        """Whether the body reads the data of the value at ``node`` (an expression of the
+        body), not only its metadata: ``.shape``/``.dtype``/``.device`` and the like
+        (:data:`METADATA_ATTRIBUTES`, :data:`METADATA_METHODS`), ``torch.zeros_like(v)``
+        and the like, ``v is None``, ``isinstance(v, ...)``, ``len(v)``.  Views, ``.detach()``
+        and locals bound to the value are followed to their own uses.
+
+        ``element``: the value is a container and only its ``element``-th item matters;
+        ``v[i]`` with another integer ``i`` and the other names of ``a, b = v`` are
+        skipped.  Anything else that uses the value (a call argument, arithmetic, a
+        return, a nested scope) reads its data."""
+        seen: set[int] = set()
+        work: list[tuple[cst.BaseExpression, int | None]] = [(node, element)]
+        while work:
+            current, item = work.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            parent = self.parent(current)
+            if isinstance(parent, cst.Attribute) and parent.value is current:
+                attribute = parent.attr.value
+                if attribute in METADATA_ATTRIBUTES and item is None:
+                    continue
+                call = self.parent(parent)
+                is_call = isinstance(call, cst.Call) and call.func is parent
+                if is_call and attribute in METADATA_METHODS and item is None:
+                    continue
+                if item is None and (
+                    (is_call and (attribute in ALIAS_METHODS or attribute in ("detach", "contiguous")))
+                    or (not is_call and attribute in VIEW_ATTRIBUTES | {"data"})
+                ):
+                    work.append((call if is_call else parent, None))  # type: ignore[arg-type]
+                    continue
+                return True
+            if isinstance(parent, cst.Subscript) and parent.value is current:
+                index = _integer_index(parent)
+                if item is not None and index is not None:
+                    if index == item:
+                        work.append((parent, None))
+                    continue
+                if item is not None:
+                    work.append((parent, None))  # some item, maybe this one
+                    continue
+                return True
+            if isinstance(parent, cst.Comparison) and _is_none_test(parent, current):
+                continue
+            if isinstance(parent, cst.Arg) and parent.keyword is None and not parent.star:
+                call = self.parent(parent)
+                if isinstance(call, cst.Call) and call.args and call.args[0] is parent:
+                    name = dotted_name(call.func)
+                    qualified = self.imports.resolve(name) if name else None
+                    if qualified in LIKE_FUNCTIONS and item is None:
+                        continue
+                    if name in ("isinstance", "len", "type"):
+                        continue
+                return True
+            if isinstance(parent, cst.IfExp) and parent.test is not current:
+                work.append((parent, item))
+                continue
+            if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is current:
+                targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+                for target in targets:
+                    if isinstance(target, cst.Name):
+                        for binding in self.bindings_of(target.value):
+                            if binding.site is parent:
+                                work.extend((use, item) for use in self.uses(binding))
+                    elif isinstance(target, (cst.Tuple, cst.List)) and not any(
+                        isinstance(e, cst.StarredElement) for e in target.elements
+                    ):
+                        for index, element_node in enumerate(target.elements):
+                            if item is not None and index != item:
+                                continue
+                            if not isinstance(element_node.value, cst.Name):
+                                return True
+                            for binding in self.bindings_of(element_node.value.value):
+                                if binding.site is parent:
+                                    work.extend((use, None) for use in self.uses(binding))
+                    else:
+                        return True
+                continue
+            return True
+        return False
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where the tensor an expression gives comes from (see :meth:`MethodModel.sources`).
+
+    A source is a binding that does not itself take its value from another binding's
+    tensor: a parameter, or a binding to a computed value (``y = torch.exp(x)``), an
+    unpacked element, a loop variable...
+    """
+
+    same: frozenset[Binding]  # the value may be the source's very object, or a view of it
+    detached: frozenset[Binding]  # it may share the source's data as another object (``.detach()``, ``.data``)
+    made: bool  # on some path the expression computes the value itself (a call, arithmetic)
+    unknown: bool  # on some path it reads a name the body does not bind (a global)
+    # The view methods and attributes (``view``, ``reshape``, ``T``...) some path goes through.
+    through: frozenset[str] = frozenset()
+
+    @property
+    def bindings(self) -> frozenset[Binding]:
+        return self.same | self.detached
 
 
 class BindingFacts:
@@ -1248,3 +1461,71 @@ def _del_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [e.value for e in target.elements]
     return [target]
+
+
+def _strip_sharing(
+    node: cst.BaseExpression, detach: bool, through: set[str] | None = None
+) -> tuple[cst.BaseExpression, bool]:
+    """``node`` without the views, in-place methods, ``.detach()`` and ``.data`` around it,
+    and whether one of them detached it; the view methods and attributes passed are
+    added to ``through``."""
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method in ALIAS_METHODS or is_inplace_name(method):
+                if method in ALIAS_METHODS and through is not None:
+                    through.add(method)
+                node = node.func.value
+                continue
+            if method == "detach" and not node.args:
+                node, detach = node.func.value, True
+                continue
+            return node, detach
+        if isinstance(node, cst.Attribute) and node.attr.value in VIEW_ATTRIBUTES:
+            if through is not None:
+                through.add(node.attr.value)
+            node = node.value
+            continue
+        if isinstance(node, cst.Attribute) and node.attr.value == "data":
+            node, detach = node.value, True
+            continue
+        return node, detach
+
+
+def _is_sharing_expr(value: cst.BaseExpression) -> bool:
+    """Whether ``value`` is a name (or a conditional expression) under views, ``.detach()``
+    or ``.data``: its tensor is one a binding already holds."""
+    node, _ = _strip_sharing(value, False)
+    return isinstance(node, (cst.Name, cst.IfExp))
+
+
+def none_padding(node: cst.BaseExpression) -> int | None:
+    """``k`` for ``[None] * k`` or ``(None,) * k`` with an integer literal ``k``."""
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
+        return None
+    sequence, count = node.left, node.right
+    if isinstance(sequence, cst.Integer):
+        sequence, count = count, sequence
+    if not isinstance(count, cst.Integer) or not isinstance(sequence, (cst.List, cst.Tuple)):
+        return None
+    if not all(is_none(e.value) for e in sequence.elements):
+        return None
+    return int(count.value) * len(sequence.elements)
+
+
+def _integer_index(subscript: cst.Subscript) -> int | None:
+    """``i`` for ``v[i]`` with one integer literal index (negative ones left out)."""
+    if len(subscript.slice) != 1:
+        return None
+    index = subscript.slice[0].slice
+    if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+        return int(index.value.value)
+    return None
+
+
+def _is_none_test(comparison: cst.Comparison, operand: cst.BaseExpression) -> bool:
+    """Whether ``comparison`` is ``operand is None`` or ``operand is not None``."""
+    if comparison.left is not operand or len(comparison.comparisons) != 1:
+        return False
+    target = comparison.comparisons[0]
+    return isinstance(target.operator, (cst.Is, cst.IsNot)) and is_none(target.comparator)

@@ -7,6 +7,8 @@ from typing import Callable, Sequence
 import libcst as cst
 
 from autograd_lint.model import flow
+from autograd_lint.model.exprs import dotted_name
+from autograd_lint.model.semantic import MethodModel, none_padding
 from autograd_lint.model.spec import CTX_METHODS, FunctionSpec, Kind, MethodSpec
 
 
@@ -113,7 +115,7 @@ def _none_positions(method: MethodSpec) -> list[set[int] | None] | None:
         position = 0
         for element in value.elements:
             if isinstance(element, cst.StarredElement):
-                count = _none_padding(element.value)
+                count = none_padding(element.value)
                 if count is None:
                     break  # positions from here on are unknown
                 nones.update(range(position, position + count))
@@ -126,15 +128,47 @@ def _none_positions(method: MethodSpec) -> list[set[int] | None] | None:
     return found
 
 
-def _none_padding(node: cst.BaseExpression) -> int | None:
-    """``k`` for ``[None] * k`` or ``(None,) * k`` with an integer literal ``k``."""
-    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
+def gradient_given(function: FunctionSpec, position: int) -> bool | None:
+    """Whether backward (or vjp) may give forward's ``position``-th input a gradient: True
+    when some ``return`` has at that position anything but ``None`` or zeros
+    (``torch.zeros_like(...)``, ``x.new_zeros(...)``: the input is a constant there too),
+    False when every ``return`` certainly has one of those there, None when that can't be told (backward
+    missing or without a ``return``, or a ``return`` of a shape syntax can't split,
+    such as ``return grads`` or ``return helper(ctx, g)``, unless forward takes one
+    input: then that value is its gradient)."""
+    backward = function.backward_method
+    model = backward.semantic if backward is not None else None
+    if model is None or not model.returns:
         return None
-    sequence, count = node.left, node.right
-    if isinstance(sequence, cst.Integer):
-        sequence, count = count, sequence
-    if not isinstance(count, cst.Integer) or not isinstance(sequence, (cst.List, cst.Tuple)):
-        return None
-    if not all(isinstance(e.value, cst.Name) and e.value.value == "None" for e in sequence.elements):
-        return None
-    return int(count.value) * len(sequence.elements)
+    decided = True
+    for ret in model.returns:
+        positions = model.return_positions(ret)
+        if positions is None and ret.value is not None and function.n_inputs == 1:
+            # With one input, whatever backward returns is that input's gradient (or a
+            # 1-tuple holding it): `return kernel_backward(grad)`.
+            if position == 0 and model.kind(ret.value) is not Kind.NONE:
+                return True
+        if positions is None:
+            decided = False
+            continue
+        elements, complete = positions
+        if position < len(elements):
+            element = elements[position]
+            if element is not None and model.kind(element) is not Kind.NONE and not _is_zeros(model, element):
+                return True
+        else:  # past the end: unknown after a starred element, too few gradients otherwise
+            decided = False
+    return False if decided else None
+
+
+_ZEROS = frozenset({"torch.zeros_like", "torch.zeros"})
+
+
+def _is_zeros(model: MethodModel, expr: cst.BaseExpression) -> bool:
+    """``torch.zeros_like(...)``, ``torch.zeros(...)`` or ``x.new_zeros(...)``."""
+    if not isinstance(expr, cst.Call):
+        return False
+    if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "new_zeros":
+        return True
+    name = dotted_name(expr.func)
+    return name is not None and model.imports.resolve(name) in _ZEROS

@@ -1,14 +1,10 @@
-"""AGL003: a tensor stored as a ctx attribute instead of through ``save_for_backward``."""
+"""AGL003: a forward input or output stored as a ctx attribute instead of through ``save_for_backward``."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
-import libcst as cst
-
-from autograd_lint.model.semantic import Flow, How, MethodModel, Sink
-from autograd_lint.model.spec import Kind, MethodSpec
-from autograd_lint.rules._common import ctx_writers, inputs_without_gradient
+from autograd_lint.rules._ctx_attributes import Held, Kept, Reads, held_text, kept_tensors, target_of
 from autograd_lint.rules.base import (
     FunctionContext,
     Invalid,
@@ -18,142 +14,97 @@ from autograd_lint.rules.base import (
     Valid,
 )
 
-# ctx methods that receive ctx from the engine and may release or fill ctx attributes.
-_READERS = ("backward", "vjp", "jvp")
-# Kinds worth a report: a floating tensor, or one that is None on some paths.  Integer
-# and bool tensors (masks, indices, ids) kept on ctx are deliberate and harmless.
-_REPORTED = (Kind.TENSOR, Kind.OPTIONAL_TENSOR)
+# Methods and attributes that always give a view; and those that give the tensor itself,
+# a view or a copy, depending on its layout.
+_VIEWS = frozenset({"view", "t", "transpose", "expand", "squeeze", "unsqueeze", "T", "mT", "H", "mH"})
+_MAYBE_VIEWS = frozenset({"reshape", "flatten", "contiguous"})
 
 
-def _released_or_filled(method: MethodSpec) -> set[str] | None:
-    """ctx attributes that ``method`` deletes, resets to ``None``, clears or writes in place.
-
-    Such attributes are not leaks but buffers or caches managed by hand (catalogue
-    §5 trap 11); a write through a local read from the attribute
-    (``buf = ctx.buf; buf.copy_(g)``) counts too.  ``None`` when the method's code
-    is not at hand.
-    """
-    model = method.semantic
-    ctx_name = method.ctx_name
-    if model is None or ctx_name is None:
-        return None
-    found = {attr for owner, attr, _ in model.deleted_attributes if owner == ctx_name}
-    for flow in model.flows_to(Sink.CTX_ATTRIBUTE):
-        if flow.owner == ctx_name and flow.index is None and model.kind(flow.expr) is Kind.NONE:
-            found.add(flow.detail or "")
-    for write in model.inplace_writes:
-        target = write.target.value if isinstance(write.target, cst.Subscript) else write.target
-        held = model.attribute_of(target)
-        if held is not None and held[0] == ctx_name:
-            found.add(held[1])
-    return found
-
-
-def _stored_tensors(model: MethodModel, ctx_name: str) -> Iterator[tuple[Flow, Flow]]:
-    """(the store, the tensor it holds) for each ``ctx.<attr> = ...`` whose value, or an
-    element of whose list/tuple/dict literal, is certainly a floating tensor (or None)."""
-    stores = [f for f in model.flows_to(Sink.CTX_ATTRIBUTE) if f.owner == ctx_name]
-    for store in stores:
-        if store.index is not None:
-            continue
-        if model.kind(store.expr) in _REPORTED:
-            yield store, store
-            continue
-        element = next(
-            (
-                f
-                for f in stores
-                if f.node is store.node and f.detail == store.detail and f.index is not None
-                and model.kind(f.expr) in _REPORTED
-            ),
-            None,
+def _cycle(kept: Kept) -> str:
+    """The reference cycle a kept output makes (checked on torch 2.13: a view made in
+    forward holds the output as its base, out of sight of the garbage collector)."""
+    through = kept.sources.through
+    if not through & (_VIEWS | _MAYBE_VIEWS):
+        return (
+            "a forward output kept on ctx makes a reference cycle: it is freed only by "
+            "gc.collect(), and never once ctx holds two outputs"
         )
-        if element is not None:
-            yield store, element
+    if not through & _MAYBE_VIEWS and len(kept.sources.bindings) == 1:
+        return (
+            "a view of a forward output kept on ctx holds the output as its base: a reference "
+            "cycle that not even gc.collect() frees"
+        )
+    return (
+        "a forward output (or a view of it) kept on ctx makes a reference cycle: freed by "
+        "gc.collect() at best, never when ctx holds a view of it or two outputs"
+    )
 
 
 class CtxTensorAttribute(Rule):
     """Reports a ``ctx.<attr> = value`` assignment in forward (combined style) or
-    setup_context whose value is certainly a tensor, or a list or tuple literal
-    holding one.  Attributes that backward/vjp/jvp deletes, resets to ``None``,
-    clears or writes in place are buffers or caches managed by hand and are left
-    alone, as are the names in ``allowed_ctx_tensor_attributes``.
+    setup_context whose value (or an element of whose list, tuple or dict literal) is
+    certainly a floating tensor, and is
 
-    Not reported, by contract: integer and bool tensors (ids, masks, ``cu_seqlens``,
-    also when optional: ``Optional[torch.LongTensor]``), which never carry a gradient;
-    and a forward input (or a view of it) that backward gives no gradient — ``None`` at
-    its position in every ``return`` — such as index metadata annotated ``Tensor``, a
-    frozen weight or a loss weight.  Such an input is a constant to this Function: the
-    caller holds it anyway (no leak, no reference cycle) and no gradient or double
-    backward depends on its history.  The one hazard left, an in-place change to that
-    constant between forward and backward, goes unreported: on real code it is the
-    deliberate pattern far more often than a bug."""
+    - a forward **output**, or a view of one: ctx and the output then make a reference
+      cycle (freed only by ``gc.collect()``, and never once ctx holds two outputs; with a
+      view, never: the view holds the output as its base, out of the collector's sight); an
+      input forward returns counts as an output only when it is marked dirty (else
+      autograd hands out a new alias of it, and ctx holds the input); or a
+      ``.detach()`` of an output that backward reads: an in-place change to the output
+      before backward goes unnoticed;
+    - a forward **input**, or a view or ``.detach()`` of one, that backward (or vjp/jvp)
+      reads beyond its metadata and whose gradient backward may compute (some ``return``
+      has something other than ``None`` at its position): an in-place change to that
+      input before backward gives a silently wrong gradient, where ``save_for_backward``
+      raises.
+
+    Left alone: integer and bool tensors (ids, masks, ``cu_seqlens``); inputs backward
+    gives no gradient (``None`` at their position in every ``return``: index metadata,
+    frozen weights, loss weights, hyperparameter tensors, buffers), which are constants to
+    this Function that the caller holds anyway; inputs backward reads only for their
+    metadata (``.shape``, ``.dtype``, ``torch.zeros_like(ctx.a)``, ``ctx.a is None``);
+    attributes that backward/vjp/jvp deletes, resets to ``None``, clears or writes in
+    place (buffers and caches managed by hand); and the names in
+    ``allowed_ctx_tensor_attributes``.  Tensors computed in forward (neither inputs nor
+    outputs) are AGL032's, off by default: keeping them on ctx only hides them from
+    saved-tensor hooks.
+
+    Where it can't be told, the rule stays silent: when no ``return`` of backward can be
+    split by position (``return grads``, ``return helper(ctx, g)``), nothing shows whether
+    the input gets a gradient; when backward hands ctx to other code and reads the
+    attribute nowhere itself, nothing shows how it is read."""
 
     code = "AGL003"
-    title = "tensor stored as a ctx attribute instead of save_for_backward"
+    title = "forward input or output stored as a ctx attribute instead of save_for_backward"
     severity = Severity.WARNING
     why = (
-        "Nothing fails, but: an input kept on ctx and modified in place after forward gives a "
-        "silently wrong gradient (save_for_backward would raise `one of the variables needed "
-        "for gradient computation has been modified by an inplace operation`); an output on "
-        "ctx makes a reference cycle that keeps it alive until `gc.collect()` (and for ever once "
-        "ctx holds two outputs: `gc.collect()` does not free them); the tensor "
-        "outlives backward; `saved_tensors_hooks` (checkpointing, offloading) never see it; "
-        "double backward is silently wrong."
+        "An input kept on ctx and modified in place after forward gives a silently wrong "
+        "gradient (save_for_backward would raise `one of the variables needed for gradient "
+        "computation has been modified by an inplace operation`); an output on ctx makes a "
+        "reference cycle that keeps it alive until `gc.collect()` (and for ever once ctx holds "
+        "two outputs: `gc.collect()` does not free them); `saved_tensors_hooks` (checkpointing, "
+        "offloading) never see either."
     )
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
         function = ctx.function
-        allowed = ctx.settings.allowed_ctx_tensor_attributes
-        exempt: set[str] | None = None
-        inputs = function.forward_inputs or ()
-        constant_inputs = {inputs[i].name for i in inputs_without_gradient(function) if i < len(inputs)}
-        for method in ctx_writers(function):
-            if not ctx.own(method) or method.semantic is None or method.ctx_name is None:
-                continue
-            model = method.semantic
-            unit = ctx.unit(method)
-            if unit is None:
-                continue
-            for store, tensor in _stored_tensors(model, method.ctx_name):
-                attribute = store.detail or ""
-                if attribute in allowed:
-                    continue
-                if method.name == "forward" and _is_constant_input(model, tensor.expr, constant_inputs):
-                    continue
-                if exempt is None:
-                    exempt = self._managed_attributes(ctx)
-                    if exempt is None:
-                        return
-                if attribute in exempt:
-                    continue
-                text = unit.code(tensor.expr)
-                held = f"tensor `{text}`"
-                if model.kind(tensor.expr) is Kind.OPTIONAL_TENSOR:
-                    held = f"`{text}` (a tensor or None)"
-                if tensor is not store:
-                    held = f"a container holding {held}"
-                target = _target_of(store, attribute)
-                yield Report(
-                    ctx.position(method, target),
-                    f"{function.name}.{method.name} stores {held} as ctx.{attribute}; "
-                    f"{_consequence(method, model, tensor)}: pass it to ctx.save_for_backward "
-                    "and read it from ctx.saved_tensors",
+        for kept in kept_tensors(ctx):
+            if kept.held is Held.OUTPUT:
+                consequence = _cycle(kept)
+            elif kept.held is Held.DETACHED_OUTPUT and kept.reads is Reads.DATA:
+                consequence = (
+                    "it shares the forward output's data, so an in-place change to that output "
+                    "before backward gives a silently wrong gradient"
                 )
-
-    @staticmethod
-    def _managed_attributes(ctx: FunctionContext) -> set[str] | None:
-        """Attributes the readers release or fill; ``None`` when some reader can't be read."""
-        managed: set[str] = set()
-        for name in _READERS:
-            reader = ctx.function.method(name)
-            if reader is None:
+            elif kept.held is Held.GRADED_INPUT and kept.reads is Reads.DATA:
+                consequence = "an in-place change to that input before backward gives a silently wrong gradient"
+            else:
                 continue
-            found = _released_or_filled(reader)
-            if found is None:
-                return None
-            managed |= found
-        return managed
+            yield Report(
+                ctx.position(kept.method, target_of(kept)),
+                f"{function.name}.{kept.method.name} stores {held_text(ctx, kept)} as ctx.{kept.attribute}; "
+                f"{consequence}: pass it to ctx.save_for_backward and read it from ctx.saved_tensors",
+            )
 
     VALID = [
         Valid(
@@ -345,6 +296,94 @@ class CtxTensorAttribute(Rule):
                     return grad * 2, None
             """
         ),
+        # Inputs backward gives no gradient (None at their position): a frozen weight and
+        # its scale, and a hyperparameter tensor made from a number when the caller passes
+        # one, expanded.  Constants to this Function: the caller holds them anyway.
+        Valid(
+            """
+            import torch
+
+            class FrozenLinear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight, scale, budget=2.0):
+                    if not isinstance(budget, torch.Tensor):
+                        budget = torch.tensor(budget, dtype=x.dtype)
+                    budget = budget.expand(x.shape[0], 1)
+                    ctx.weight = weight
+                    ctx.scale = scale.T
+                    ctx.budget = budget
+                    return (x @ (weight * scale).t()).clamp(max=budget)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    w = ctx.weight * ctx.scale.T
+                    return (grad * (grad < ctx.budget)) @ w, None, None, None
+            """
+        ),
+        # An empty-input path keeps the inputs only for their shapes: backward reads their
+        # metadata (zeros_like, `is None`), never their data.
+        Valid(
+            """
+            import torch
+
+            class MatMul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None):
+                    ctx.is_empty = a.numel() == 0
+                    if ctx.is_empty:
+                        ctx.a, ctx.b, ctx.bias = a, b, bias
+                        return a.new_empty(a.shape[:-1] + b.shape[1:])
+                    ctx.save_for_backward(a, b)
+                    return a @ b if bias is None else a @ b + bias
+
+                @staticmethod
+                def backward(ctx, grad):
+                    if ctx.is_empty:
+                        grad_bias = None if ctx.bias is None else torch.zeros_like(ctx.bias)
+                        return torch.zeros_like(ctx.a), ctx.b.new_zeros(ctx.b.shape), grad_bias
+                    a, b = ctx.saved_tensors
+                    return grad @ b.t(), a.t() @ grad, grad.sum(0)
+            """
+        ),
+        # A tensor computed in forward (neither an input nor an output) is AGL032's, off by
+        # default; and the element of a container backward does not use is not read.
+        Valid(
+            """
+            import torch
+
+            class Solve(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q: torch.Tensor, p: torch.Tensor):
+                    with torch.no_grad():
+                        lams = torch.linalg.solve(q, p)
+                    ctx.lams = lams
+                    ctx.pair = (torch.linalg.inv(q), q)
+                    return lams.sum(-1)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    inv, _q = ctx.pair
+                    return grad * ctx.lams * inv.sum(), grad * inv.sum(0)
+            """
+        ),
+        # Backward's gradients come from a helper: nothing shows whether `bias` gets one
+        # (undecidable, so silent).
+        Valid(
+            """
+            import torch
+
+            class Fused(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
+                    ctx.save_for_backward(x, weight)
+                    ctx.bias = bias.detach() if bias is not None else None
+                    return x @ weight.t() + (0 if bias is None else bias)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return fused_backward(ctx, grad)
+            """
+        ),
     ]
     INVALID = [
         # An optional float state whose gradient backward computes is no constant.
@@ -359,11 +398,11 @@ class CtxTensorAttribute(Rule):
                     ctx.cu_seqlens = cu_seqlens
                     ctx.h0 = h0
                     ctx.save_for_backward(x)
-                    return x.cumsum(0) if h0 is None else x.cumsum(0) + h0
+                    return x.cumsum(0) if h0 is None else x.cumsum(0) + h0.tanh()
 
                 @staticmethod
                 def backward(ctx, grad):
-                    dh0 = None if ctx.h0 is None else grad.sum(0)
+                    dh0 = None if ctx.h0 is None else grad.sum(0) * (1 - ctx.h0.tanh() ** 2)
                     return grad.flip(0).cumsum(0).flip(0), None, dh0
             """,
             line=8,
@@ -391,25 +430,6 @@ class CtxTensorAttribute(Rule):
             """,
             line=7,
             message="stores tensor `input` as ctx.input; an in-place change to that input",
-        ),
-        # A tuple target storing a computed tensor.
-        Invalid(
-            """
-            import torch
-
-            class RMSNorm(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x: torch.Tensor, eps: float):
-                    v = x.pow(2).mean(-1, keepdim=True)
-                    ctx.inv, ctx.eps = torch.rsqrt(v + eps), eps
-                    return x * ctx.inv
-
-                @staticmethod
-                def backward(ctx, grad):
-                    return grad * ctx.inv, None
-            """,
-            line=7,
-            message="stores tensor `torch.rsqrt(v + eps)` as ctx.inv",
         ),
         # A dict literal of input tensors.
         Invalid(
@@ -507,51 +527,191 @@ class CtxTensorAttribute(Rule):
             line=11,
             message="Pair.setup_context stores a container holding tensor `x.detach()` as ctx.saved",
         ),
+        # An unannotated input, kept on ctx, whose gradient backward computes.
+        Invalid(
+            """
+            import torch
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.x = x
+                    ctx.save_for_backward(weight)
+                    return x @ weight
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (weight,) = ctx.saved_tensors
+                    return grad @ weight.t(), ctx.x.t() @ grad
+            """,
+            line=6,
+            message="Linear.forward stores tensor `x` as ctx.x; an in-place change to that input",
+        ),
+        # An input made a tensor when the caller passes a number, then expanded: a view of
+        # the input (when it is one) whose gradient backward computes.
+        Invalid(
+            """
+            import torch
+
+            class Power(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, alpha=1.5):
+                    if not isinstance(alpha, torch.Tensor):
+                        alpha = torch.tensor(alpha, dtype=x.dtype)
+                    alpha = alpha.expand(*x.shape)
+                    ctx.alpha = alpha
+                    y = x.clamp(min=0) ** alpha
+                    ctx.save_for_backward(x, y)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, y = ctx.saved_tensors
+                    dx = grad * ctx.alpha * x.clamp(min=0) ** (ctx.alpha - 1)
+                    dalpha = (grad * y * x.clamp(min=1e-12).log()).sum()
+                    return dx, dalpha
+            """,
+            line=9,
+            message="Power.forward stores tensor `alpha` as ctx.alpha",
+        ),
+        # Inputs kept in a tuple with an index tensor; backward unpacks it.
+        Invalid(
+            """
+            import torch
+
+            class IndexMul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a: torch.Tensor, b: torch.Tensor, idx: torch.LongTensor):
+                    ctx.for_backwards = (a, b, idx)
+                    return a[idx] * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b, idx = ctx.for_backwards
+                    grad_a = torch.zeros_like(a).index_add_(0, idx, grad * b)
+                    return grad_a, grad * a[idx], None
+            """,
+            line=6,
+            message="IndexMul.forward stores a container holding tensor `a` as ctx.for_backwards",
+        ),
+        # A detached optional bias whose gradient backward computes, read through a local.
+        Invalid(
+            """
+            import torch
+
+            class Affine(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, bias: torch.Tensor | None):
+                    ctx.bias = bias.detach() if bias is not None else None
+                    return x.exp() + (0 if bias is None else bias.exp())
+
+                @staticmethod
+                def backward(ctx, grad):
+                    bias = ctx.bias
+                    grad_bias = None
+                    if bias is not None:
+                        grad_bias = grad.sum(0) * bias.exp()
+                    return grad, grad_bias
+            """,
+            line=6,
+            message="`bias.detach() if bias is not None else None` (a tensor or None) as ctx.bias",
+        ),
+        # A detached forward output backward reads: no reference cycle, but an in-place
+        # change to the output goes unnoticed.
+        Invalid(
+            """
+            import torch
+
+            class Sigmoid(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor):
+                    y = torch.sigmoid(x)
+                    ctx.y = y.detach()
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.y * (1 - ctx.y)
+            """,
+            line=7,
+            message="it shares the forward output's data",
+        ),
+        # One input: whatever backward returns is its gradient, even from a kernel call.
+        Invalid(
+            """
+            import torch
+
+            class Act(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.x = x
+                    return act_forward(x)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return act_backward(ctx.x, grad)
+            """,
+            line=6,
+            message="Act.forward stores tensor `x` as ctx.x",
+        ),
+        # An input forward returns as it is: autograd hands out a new alias of it, so ctx
+        # holds the input, not the output (no cycle; checked on torch 2.13).
+        Invalid(
+            """
+            import torch
+
+            class Identity(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor):
+                    ctx.x = x
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.x.sign().abs()
+            """,
+            line=6,
+            message="Identity.forward stores tensor `x` as ctx.x; an in-place change to that input",
+        ),
+        # An input written in place and marked dirty is the output object itself: a cycle.
+        Invalid(
+            """
+            import torch
+
+            class Double(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor):
+                    x.mul_(2)
+                    ctx.mark_dirty(x)
+                    ctx.x = x
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+            """,
+            line=8,
+            message="Double.forward stores tensor `x` as ctx.x; a forward output kept on ctx makes a reference cycle",
+        ),
+        # A view of the forward output: its base is the output, and gc.collect() never
+        # frees the pair (checked on torch 2.13).
+        Invalid(
+            """
+            import torch
+
+            class Exp2d(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor):
+                    y = x.exp()
+                    ctx.flat = y.view(-1)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.flat.view_as(grad)
+            """,
+            line=7,
+            message="a view of a forward output kept on ctx holds the output as its base",
+        ),
     ]
 
-
-def _is_constant_input(model: MethodModel, expr: cst.BaseExpression, constant_inputs: set[str]) -> bool:
-    """Whether the stored value is a forward input that backward gives no gradient (or a
-    view or ``.detach()`` of it), on every path that reaches the store; an arm of a
-    conditional expression may be ``None`` instead."""
-    if isinstance(expr, cst.IfExp):
-        arms = [arm for arm in (expr.body, expr.orelse) if model.kind(arm) is not Kind.NONE]
-        return bool(arms) and all(_is_constant_input(model, arm, constant_inputs) for arm in arms)
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "detach":
-        expr = expr.func.value
-    origins = model.origins(expr)
-    return bool(origins) and all(b.how is How.PARAMETER and b.name in constant_inputs for b in origins)
-
-
-def _target_of(store: Flow, attribute: str) -> cst.CSTNode:
-    """The ``ctx.<attribute>`` target of the assignment ``store`` (where the report points)."""
-    node = store.node
-    targets: list[cst.BaseExpression] = []
-    if isinstance(node, cst.Assign):
-        targets = [t.target for t in node.targets]
-    elif isinstance(node, cst.AnnAssign):
-        targets = [node.target]
-    for target in targets:
-        for candidate in [target, *(e.value for e in getattr(target, "elements", ()))]:
-            if isinstance(candidate, cst.Attribute) and candidate.attr.value == attribute:
-                return candidate
-    return node
-
-
-def _consequence(method: MethodSpec, model: MethodModel, tensor: Flow) -> str:
-    """What really follows from keeping this tensor on ctx (checked on torch 2.13)."""
-    origins = tensor.origins
-    output_param = method.positional[2].name if method.name == "setup_context" and len(method.positional) > 2 else None
-    is_output = any(
-        (method.name == "forward" and any(f.sink is Sink.RETURN for f in model.flows_of(b)))
-        or (b.how is How.PARAMETER and b.name == output_param)
-        for b in origins
-    )
-    if is_output:
-        return (
-            "a forward output kept on ctx makes a reference cycle: it is freed only by gc.collect(), "
-            "and never once ctx holds two outputs"
-        )
-    if method.name == "forward" and any(b.how is How.PARAMETER for b in origins):
-        return "an in-place change to that input before backward gives a silently wrong gradient"
-    return "saved-tensor hooks (checkpointing, offloading) never see it"

@@ -957,7 +957,7 @@ class OnceDifferentiable(Rule):
     combined style: forward passes ``save_for_backward`` a name computed from the inputs
     that is neither an input nor returned, and backward computes with it; (c) backward
     reads a ``ctx`` attribute that forward or setup_context set to such a computed tensor
-    (cf. AGL003).  Saved integer or bool tensors (ids, masks) and saved values backward
+    (cf. AGL032).  Saved integer or bool tensors (ids, masks) and saved values backward
     reads only for a shape are no evidence.
 
     Where the result comes from code autograd can't see (a Triton or cuTile kernel, a

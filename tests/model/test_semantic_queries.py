@@ -297,3 +297,176 @@ def test_unnarrowed_follows_narrowings_once_even_in_a_loop() -> None:
     assert [(b.name, b.how) for b in sorted(model.unnarrowed(reaching), key=lambda b: b.how.value)] == [
         ("grad_x", How.ASSIGNMENT), ("grad_x", How.PARAMETER)
     ]
+
+
+# -- where a tensor comes from -------------------------------------------------------
+def _stored(model: MethodModel, attribute: str) -> cst.BaseExpression:
+    return next(f.expr for f in model.flows if f.detail == attribute and f.index is None)
+
+
+def test_sources_follow_views_detach_data_conditionals_and_locals() -> None:
+    model = model_of(
+        """
+        def forward(ctx, x, w, b=None):
+            v = x.view(-1)
+            d = w.detach()
+            t = d.T
+            if not isinstance(b, torch.Tensor):
+                b = torch.tensor(b)
+            b = b.expand(3)
+            y = torch.exp(x)
+            ctx.v = v.t()
+            ctx.t = t
+            ctx.opt = x.data if x is not None else None
+            ctx.b = b
+            ctx.y = y.contiguous()
+            ctx.made = x * 2
+            ctx.glob = SOME_GLOBAL
+            return y
+        """
+    )
+    def names(bindings: frozenset[Binding]) -> set[tuple[str, How]]:
+        return {(b.name, b.how) for b in bindings}
+
+    v = model.sources(_stored(model, "v"))
+    assert names(v.same) == {("x", How.PARAMETER)} and not v.detached and not v.made
+    assert v.through == {"view", "t"}
+    assert model.sources(_stored(model, "t")).through == {"T"}
+    assert model.sources(_stored(model, "y")).through == {"contiguous"}
+    t = model.sources(_stored(model, "t"))
+    assert not t.same and names(t.detached) == {("w", How.PARAMETER)}
+    opt = model.sources(_stored(model, "opt"))
+    assert names(opt.detached) == {("x", How.PARAMETER)} and not opt.same
+    b = model.sources(_stored(model, "b"))
+    assert names(b.same) == {("b", How.PARAMETER), ("b", How.ASSIGNMENT)}
+    y = model.sources(_stored(model, "y"))
+    assert names(y.same) == {("y", How.ASSIGNMENT)}
+    made = model.sources(_stored(model, "made"))
+    assert made.made and not made.bindings
+    glob = model.sources(_stored(model, "glob"))
+    assert glob.unknown and not glob.bindings and not glob.made
+
+
+def test_sources_end_in_a_loop_that_rebinds_through_a_view() -> None:
+    model = model_of(
+        """
+        def forward(ctx, x, n):
+            for _ in range(n):
+                x = x.view(-1).detach()
+            ctx.x = x
+        """
+    )
+    found = model.sources(_stored(model, "x"))
+    assert {b.how for b in found.bindings} == {How.PARAMETER}
+    assert found.same and found.detached  # no loop run, or some
+
+
+def test_unpacked_gives_the_value_and_index_of_a_flat_target() -> None:
+    model = model_of(
+        """
+        def setup_context(ctx, inputs, output):
+            x, y = inputs
+            a, *rest = inputs
+            (p, q), r = output
+            s = inputs[0]
+        """
+    )
+    by_name = {b.name: b for b in model.all_bindings()}
+    for name, source, index in (("x", "inputs", 0), ("y", "inputs", 1), ("r", "output", 1)):
+        value, found = model.unpacked(by_name[name])  # type: ignore[misc]
+        assert code(value) == source and found == index
+    for name in ("a", "rest", "p", "q", "s", "inputs"):
+        assert model.unpacked(by_name[name]) is None
+
+
+# -- returns by position -------------------------------------------------------------
+def test_return_positions() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad: torch.Tensor):
+            if ctx.a:
+                return grad, None, *[None] * 2
+            if ctx.b:
+                return grad, None, *rest, None
+            if ctx.c:
+                pair = (grad, None)
+                return pair
+            if ctx.d:
+                return grad * 2
+            if ctx.e:
+                return helper(ctx, grad)
+            if ctx.f:
+                return None
+            return
+        """
+    )
+
+    def shown(ret):  # type: ignore[no-untyped-def]
+        found = model.return_positions(ret)
+        if found is None:
+            return None
+        elements, complete = found
+        return [None if e is None else code(e) for e in elements], complete
+
+    assert [shown(r) for r in model.returns] == [
+        (["grad", "None", None, None], True),
+        (["grad", "None"], False),
+        (["grad", "None"], True),
+        (["grad * 2"], True),
+        None,
+        (["None"], True),
+        None,
+    ]
+
+
+# -- data or metadata ----------------------------------------------------------------
+def _loads(model: MethodModel, attribute: str) -> list[cst.Attribute]:
+    return model.attribute_loads("ctx", (attribute,))
+
+
+def test_reads_data_tells_metadata_from_data() -> None:
+    model = model_of(
+        """
+        import torch
+
+        def backward(ctx, grad):
+            if ctx.empty:
+                g = None if ctx.bias is None else torch.zeros_like(ctx.bias)
+                return torch.zeros_like(ctx.a), ctx.b.new_zeros(ctx.b.shape), g
+            n = ctx.c.size(0) + ctx.c.dim() + len(ctx.c)
+            view = ctx.d.view(-1).T
+            s = view.shape
+            dtype = ctx.e.detach().dtype
+            out = grad * ctx.f
+            if ctx.g:
+                pass
+            local = ctx.h
+            return local.float(), isinstance(ctx.i, torch.Tensor)
+        """
+    )
+    expected = {"bias": False, "a": False, "b": False, "c": False, "d": False, "e": False,
+                "f": True, "g": True, "h": True, "i": False}
+    for attribute, data in expected.items():
+        assert any(model.reads_data(load) for load in _loads(model, attribute)) is data, attribute
+
+
+def test_reads_data_of_one_element_of_a_container() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad):
+            cat, sub, _a = ctx.tensors
+            first = ctx.pair[0]
+            shape = ctx.pair[1].shape
+            whole = ctx.whole
+            x = grad * cat * sub * first
+            return x, whole[2]
+        """
+    )
+    (tensors,) = _loads(model, "tensors")
+    assert model.reads_data(tensors, 0) and model.reads_data(tensors, 1)
+    assert not model.reads_data(tensors, 2)  # `_a` is never used
+    pair = _loads(model, "pair")
+    assert any(model.reads_data(load, 0) for load in pair)
+    assert not any(model.reads_data(load, 1) for load in pair)
+    (whole,) = _loads(model, "whole")
+    assert model.reads_data(whole, 2) and not model.reads_data(whole, 0)
