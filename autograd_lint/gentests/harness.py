@@ -152,13 +152,20 @@ def recorded_function(case: Case) -> Any:
     return _recorded_functions[case.pickled]
 
 
+def _promoted(arg: Any) -> Any:
+    """A floating (complex) dtype argument as float64 (complex128): it follows the case's tensors,
+    which run in float64, so that forward's output is not rounded to float32 under finite differences."""
+    if isinstance(arg, torch.dtype) and (arg.is_floating_point or arg.is_complex):
+        return torch.complex128 if arg.is_complex else torch.float64
+    return arg
+
+
 def _recorded_args(case: Case) -> tuple[Any, ...]:
     from autograd_lint.gentests import pickled
 
     args = pickled.loads(case.pickled or "")[1 if case.with_function else 0:]
     # A floating dtype argument follows its tensors to float64 (pickles of older recordings keep torch's own).
-    args = tuple((torch.complex128 if a.is_complex else torch.float64)
-                 if isinstance(a, torch.dtype) and (a.is_floating_point or a.is_complex) else a for a in args)
+    args = tuple(_promoted(a) for a in args)
     top = [a for a in args if isinstance(a, torch.Tensor) and _is_differentiable_dtype(a.dtype)]
     strided = [a for a in top if a.layout == torch.strided]
     for tensor_arg in top:
@@ -346,7 +353,7 @@ def _build(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]], scalar
         elif isinstance(arg, ScalarArg):
             built.append(next(scalars))
         else:
-            built.append(arg)
+            built.append(_promoted(arg))
     return tuple(built)
 
 
@@ -381,13 +388,22 @@ def _differentiable_outputs(result: Any) -> tuple[torch.Tensor, ...]:
 
 
 def _forward_accepts(function: Any, args: tuple[Any, ...]) -> bool:
+    return _forward_rejection(function, args) is None
+
+
+def _forward_rejection(function: Any, args: tuple[Any, ...]) -> str | None:
+    """Why forward does not accept these arguments (its error, or what its outputs lack), or None."""
     try:
         with torch.no_grad():
             result = function.apply(*args)
-    except Exception:  # noqa: BLE001 - any error means "not this candidate"
-        return False
+    except Exception as error:  # noqa: BLE001 - any error means "not this candidate"
+        return f"raised {type(error).__name__}: {error}"
     outputs = _differentiable_outputs(result)
-    return bool(outputs) and all(bool(torch.isfinite(out).all()) for out in outputs)
+    if not outputs:
+        return "returned no floating-point tensor"
+    if not all(bool(torch.isfinite(out).all()) for out in outputs):
+        return "returned non-finite values"
+    return None
 
 
 def _untestable(function: Any, build: Callable[[], tuple[Any, ...]]) -> str | None:
@@ -406,8 +422,7 @@ def _untestable(function: Any, build: Callable[[], tuple[Any, ...]]) -> str | No
     except Exception:  # noqa: BLE001 - the checks report what goes wrong
         return None
     for out in first:
-        # A subclass with its own __torch_dispatch__ wraps other tensors; plain subclasses compare fine.
-        if out.is_nested or type(out).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+        if _is_wrapper(out):
             kind = "a nested tensor" if out.is_nested else f"a {type(out).__name__} (a tensor subclass)"
             return f"forward returns {kind}, which gradcheck cannot compare"
     if len(first) != len(second) or not all(
@@ -415,6 +430,49 @@ def _untestable(function: Any, build: Callable[[], tuple[Any, ...]]) -> str | No
     ):
         return ("forward gives different outputs for the same inputs (it draws random numbers): gradcheck's "
                 "finite differences need a deterministic forward")
+    return _single_use(function, build()) or _subclass_gradient(function, build())
+
+
+def _single_use(function: Any, args: tuple[Any, ...]) -> str | None:
+    """Why the same arguments can't be used twice (an object a call consumes), or None.
+
+    gradcheck calls the Function many times with the same arguments.  torch's
+    ``ScanAutogradOp`` gets a ``HopPartitionedGraph`` that ``torch.scan`` builds
+    afresh for each call: after one forward and backward its backward graph expects
+    another argument, so a replay's second call raises where the first worked.
+    """
+    if _backward_failure(function, args) is not None:
+        return None  # the checks report backward's error
+    error = _backward_failure(function, args)
+    if error is None:
+        return None
+    return (f"forward and backward work once, then raise {type(error).__name__}: {error} on a second call "
+            "with the same arguments: an argument is consumed by a call (a single-use object), and gradcheck "
+            "calls the Function many times")
+
+
+def _is_wrapper(value: torch.Tensor) -> bool:
+    """A nested tensor, or a subclass with its own ``__torch_dispatch__`` (plain subclasses compare fine)."""
+    return value.is_nested or type(value).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__
+
+
+def _subclass_gradient(function: Any, args: tuple[Any, ...]) -> str | None:
+    """Why the gradients backward returns can't be compared (a tensor subclass for a plain input), or None.
+
+    torch.masked's ``Combine`` returns a ``MaskedTensor`` gradient, whose masked-out
+    entries mean "no value": gradcheck compares them with finite differences and fails without a bug.
+    """
+    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    try:
+        outputs = [out for out in _differentiable_outputs(function.apply(*args)) if out.requires_grad]
+        grads = torch.autograd.grad(outputs, inputs, [torch.ones_like(out) for out in outputs], allow_unused=True)
+    except Exception:  # noqa: BLE001 - the checks report what goes wrong
+        return None
+    for index, (grad, arg) in enumerate(zip(grads, inputs)):
+        if grad is not None and _is_wrapper(grad) and not _is_wrapper(arg):
+            kind = "a nested tensor" if grad.is_nested else f"a {type(grad).__name__} (a tensor subclass)"
+            return (f"backward returns {kind} as the gradient of tensor input {index}, "
+                    "which gradcheck cannot compare with finite differences")
     return None
 
 
@@ -500,6 +558,10 @@ def _resolve(function: Any, case: Case) -> Resolution | None:
     return _resolved[key]
 
 
+# Why forward refused a case that has nothing to search (recorded or literal), by _resolved's key.
+_refused: dict[tuple[Any, str], str] = {}
+
+
 def _search(function: Any, case: Case) -> Resolution | None:
     """The first candidate both forward and backward accept, else the first forward accepts.
 
@@ -517,7 +579,9 @@ def _search(function: Any, case: Case) -> Resolution | None:
             return _build(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
 
         args = build()
-        if not _forward_accepts(function, args):
+        rejection = _forward_rejection(function, args)
+        if rejection is not None:
+            _refused.setdefault((function, repr(case)), rejection)
             continue
         untestable = _untestable(function, build)
         if untestable is not None:
@@ -553,6 +617,10 @@ def make_args(function: Any, case: Case, seed: int = SEED, compares: bool = True
     if resolved is None:
         searched = any(isinstance(a, (TensorArg, ScalarArg)) and getattr(a, "shape", None) is None
                        for a in case.args)
+        if not searched and (function, repr(case)) in _refused:
+            # Recorded or literal inputs: the recording is not what is missing.
+            pytest.skip(f"{function.__qualname__}.forward {_refused[(function, repr(case))]} on this case's "
+                        "inputs, which the checks pass in float64 (an integer or bool tensor keeps its dtype)")
         what = "none of the candidate shapes and values" if searched else "none of the value domains"
         pytest.skip(f"{function.__qualname__}.forward accepted {what}; {RECORD_HINT}")
     if compares and resolved.untestable is not None:

@@ -68,6 +68,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "directory pytest was started in); implies --autograd-record; an existing FILE "
         "must be a recording",
     )
+    group.addoption(
+        "--autograd-record-torch",
+        action="store_true",
+        default=False,
+        help="with --autograd-record: also record the Functions and custom ops defined in "
+        "torch itself (to run `autograd-lint gen-tests` on torch's own code)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -228,6 +235,7 @@ class _RecordingSession:
         self.original_apply = self.function_base.__dict__["apply"]
         self.function_base.apply = classmethod(self._recording_apply(self.original_apply.__func__))
         self.is_compiling = torch.compiler.is_compiling
+        self.include_torch = bool(config.getoption("autograd_record_torch", default=False))
         self.op_class = _custom_op_class()
         self.original_op_call = None
         if self.op_class is not None:
@@ -257,6 +265,11 @@ class _RecordingSession:
         session = self
 
         def recording_apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            # While Dynamo traces (torch.cond, map, scan... trace their branches before running
+            # them), the arguments are fake: not an input case, and their failed pickle must not
+            # mark the structure unrecordable for the real call that follows.
+            if session.is_compiling():
+                return apply(cls, *args, **kwargs)
             # Encoded before the call, as forward may change its inputs in place;
             # kept only once forward returned: a test of an error path is no input case.
             pending = session.encode_call(cls, args, kwargs)
@@ -281,6 +294,10 @@ class _RecordingSession:
             self.sources[cls] = (path if relative.startswith("..") else relative).replace(os.sep, "/")
         return self.sources[cls]
 
+    def is_torch(self, module: str) -> bool:
+        """Whether a Function or op of ``module`` is torch's own, and so not recorded (unless asked)."""
+        return not self.include_torch and (module == "torch" or module.startswith("torch."))
+
     def encode_call(self, cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _PendingCall | None:
         """One call's arguments, encoded; None when the call is not recorded.
 
@@ -291,7 +308,7 @@ class _RecordingSession:
         """
         try:
             module = str(getattr(cls, "__module__", ""))
-            if module == "torch" or module.startswith("torch."):
+            if self.is_torch(module):
                 return None
             positional = _positional_arguments(cls, self.function_base, args, kwargs)
             if positional is None:
@@ -361,7 +378,7 @@ class _RecordingSession:
         try:
             function = op._init_fn
             module = str(getattr(function, "__module__", ""))
-            if module == "torch" or module.startswith("torch."):
+            if self.is_torch(module):
                 return None
             bound = inspect.signature(function).bind(*args, **kwargs)
             positional = None if bound.kwargs else tuple(bound.args)

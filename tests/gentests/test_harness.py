@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -275,3 +277,97 @@ def test_a_gradcheck_failure_says_whether_float32_would_see_it(factor: float, ve
         harness.check_gradcheck(_scaled_sine(factor), Case((tensor((3, 4)),)))
     assert verdict in str(failure.value).splitlines()
 
+
+
+class Cast(torch.autograd.Function):
+    """torch.autograd._functions.tensor.Type: forward casts to a dtype argument, backward casts back."""
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.input_dtype = x.dtype
+        return x.to(dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(ctx.input_dtype), None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_floating_dtype_argument_follows_its_tensors_to_float64(dtype) -> None:
+    """A recorded or literal `Cast.apply(x, torch.float32)` is checked in float64, as a pickled case is:
+    finite differences of a float32 output are no derivative (torch's Type failed gradcheck falsely)."""
+    case = Case((tensor((3, 4), values=tuple(float(v) for v in range(1, 13))), dtype))
+    assert harness.make_args(Cast, case)[1] == torch.float64
+    harness.check_gradcheck(Cast, case)
+    harness.check_gradgradcheck(Cast, case)
+    assert harness._promoted(torch.complex64) == torch.complex128
+    assert harness._promoted(torch.int64) == torch.int64  # not a floating dtype: kept
+
+
+class MaskedGradient(torch.autograd.Function):
+    """As torch.masked's Combine: a plain input, a MaskedTensor gradient (masked-out entries mean "no value")."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mask = torch.arange(x.numel()).reshape(x.shape) % 2 == 0
+        return torch.where(ctx.mask, x, torch.zeros_like(x))
+
+    @staticmethod
+    def backward(ctx, grad):
+        from torch.masked import as_masked_tensor
+        return as_masked_tensor(grad, ctx.mask)
+
+
+def test_a_tensor_subclass_gradient_skips_the_comparisons_with_the_reason() -> None:
+    case = Case((tensor((3, 4)),))
+    with warnings.catch_warnings(), pytest.raises(
+            pytest.skip.Exception, match="backward returns a MaskedTensor .a tensor subclass. as "
+                                         "the gradient of tensor input 0, which gradcheck cannot"):
+        warnings.simplefilter("ignore")  # MaskedTensor is a prototype and says so
+        harness.check_gradcheck(MaskedGradient, case)
+    assert harness.make_args(MaskedGradient, case, compares=False)[0].shape == (3, 4)  # structure checks still run
+
+
+class SingleUse(torch.autograd.Function):
+    """As torch's ScanAutogradOp with its HopPartitionedGraph: an argument that one call consumes."""
+
+    @staticmethod
+    def forward(ctx, plan, x):
+        ctx.plan = plan
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.plan.pop() != "backward":
+            raise TypeError("forward() missing 1 required positional argument: 'tangents_1'")
+        return None, grad * 2
+
+
+def test_an_argument_consumed_by_one_call_skips_the_comparisons_with_the_reason() -> None:
+    case = Case((["unused", "backward"], tensor((3,))))
+    with pytest.raises(pytest.skip.Exception, match="work once, then raise TypeError: forward.. missing 1 .* on a "
+                                                    "second call with the same arguments: an argument is consumed"):
+        harness.check_gradcheck(SingleUse, case)
+
+
+class Float32Only(torch.autograd.Function):
+    """As torch's FakeQuantPerChannel: forward asserts float32 input; the checks run in float64."""
+
+    @staticmethod
+    def forward(ctx, x):
+        if x.dtype != torch.float32:
+            raise AssertionError(f"Expecting input to have dtype torch.float32, but got dtype: {x.dtype}")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_a_recorded_case_forward_refuses_skips_with_forwards_error_not_a_request_to_record() -> None:
+    case = Case((tensor((3,), values=(1.0, 2.0, 3.0)),))  # a recorded float32 tensor is rendered in float64
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        harness.check_gradcheck(Float32Only, case)
+    message = str(skipped.value)
+    assert "forward raised AssertionError: Expecting input to have dtype torch.float32" in message
+    assert "in float64" in message and "--autograd-record" not in message

@@ -256,3 +256,40 @@ def test_an_existing_recording_is_replaced_atomically_keeping_uncalled_functions
     pytester.runpytest_subprocess("--autograd-record", "tests/test_y.py", "-p", "no:cacheprovider")
     assert sorted(recorded(pytester)["functions"]) == ["ops.Add", "ops.Scale"]
     assert [p.name for p in (pytester.path / ".autograd-lint").iterdir()] == ["inputs.json"]
+
+
+def test_torch_s_own_functions_are_recorded_only_when_asked(pytester: pytest.Pytester) -> None:
+    """``--autograd-record-torch``: a recording for `gen-tests` on torch itself (torch's own test suite)."""
+    pytest.importorskip("torch")
+    pytester.makepyfile(test_lrn="""
+        import torch
+
+        def test_lrn():
+            x = torch.rand(1, 3, 2, 2, requires_grad=True)
+            torch.nn.CrossMapLRN2d(3)(x).sum().backward()   # torch.nn.modules._functions.CrossMapLRN2d
+    """)
+    result = pytester.runpytest_subprocess("--autograd-record", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert recorded(pytester)["functions"] == {}
+    result = pytester.runpytest_subprocess("--autograd-record", "--autograd-record-torch", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["autograd-lint: recorded inputs of 1 Function(s) to *inputs.json"])
+    entry = recorded(pytester)["functions"]["torch.nn.modules._functions.CrossMapLRN2d"]
+    assert [arg for arg in entry["cases"][0]["args"] if "value" in arg] == [{"value": 3}, {"value": 1}]  # size, k
+
+
+def test_a_call_made_while_dynamo_traces_does_not_hide_the_real_call(pytester: pytest.Pytester) -> None:
+    """torch.cond traces its branches (CondAutogradOp.apply on fake tensors), then runs them on real ones."""
+    pytest.importorskip("torch")
+    pytester.makepyfile(test_cond="""
+        import torch
+
+        def test_cond():
+            x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+            torch.cond(x.sum() > 0, lambda t: t.sin(), lambda t: t.cos(), (x,)).sum().backward()
+    """)
+    result = pytester.runpytest_subprocess("--autograd-record", "--autograd-record-torch", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    cases = recorded(pytester)["functions"]["torch._higher_order_ops.cond.CondAutogradOp"]["cases"]
+    assert len(cases) == 1 and cases[0]["pickled"]
+    assert cases[0]["args"][0] == {"tensor": {"shape": [], "dtype": "bool", "device": "cpu", "requires_grad": False}}
