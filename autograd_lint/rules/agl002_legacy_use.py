@@ -105,8 +105,8 @@ class LegacyUse(Rule):
         "forward method.` Instantiating warns `DeprecationWarning: <class '...F'> should not "
         "be instantiated. Methods on autograd functions are all static, so you should invoke "
         "them on the class itself. Instantiating an autograd function will raise an error in a "
-        "future version of PyTorch.` A method without `@staticmethod` still works through "
-        "`apply`, but breaks the documented contract and every instance call. A `@classmethod` "
+        "future version of PyTorch.` A method without `@staticmethod` works the same through "
+        "`apply` (eager and `torch.compile`): only the documented contract is broken. A `@classmethod` "
         "method works in eager mode, gradcheck and torch.func, but `torch.compile` graph-breaks at "
         "each `apply` and `fullgraph=True` fails: `Unsupported: failed to bind arguments when "
         "attempting to inline`."
@@ -144,9 +144,11 @@ class LegacyUse(Rule):
             if method is None or method.is_staticmethod or method.is_classmethod:
                 continue  # a classmethod works in eager mode; its compile cost is AGL153's
             if _decorators_known(method):
+                # Through apply it behaves the same (autograd passes ctx first, checked
+                # on torch 2.13, torch.compile fullgraph included): a style matter only.
                 consequence = (
-                    "is not a @staticmethod: it works through apply, but an instance call "
-                    "(`Fn()(...)`) raises RuntimeError and the documented contract is broken"
+                    "is not a @staticmethod: it works through apply, which passes ctx as its "
+                    "first argument, but the documented contract is a @staticmethod"
                 )
             else:
                 continue
