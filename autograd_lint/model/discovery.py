@@ -170,11 +170,13 @@ def _analyse(source: SourceFile, explicit: bool, state: _Round[T], mentions_ops:
         # whole run and runs the rules then: their result here would be dropped.
         kept_by = _kept.keep(analysis, state.known)
         return FileResult(
-            source.path, analysis.functions, analysis.open_refs, custom_ops=analysis.custom_ops, kept_by=kept_by
+            source.path, analysis.functions, analysis.open_refs, custom_ops=analysis.custom_ops, kept_by=kept_by,
+            base_names=_base_names(source.text),
         )
     with stage(source.path, "running the rules"):
         result = state.job(analysis, state.settings)
-    return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
+    return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops,
+                      base_names=_base_names(source.text))
 
 
 class _Kept:
@@ -481,7 +483,7 @@ def run(
                 (path, targets[path], result.analysed)
                 for path, result in results.items()
                 if (result.analysed and result.open_refs & new.keys())
-                or (not result.analysed and (result.base_names is None or result.base_names & top_names))
+                or _may_derive_from(result, top_names)
             ]
         _link_custom_ops(results, targets, state, rounds)
     finally:
@@ -567,6 +569,20 @@ def _link_custom_ops(
     last = _Round(state.known, state.settings, state.job, state.needs, run_ops=run_ops)
     for result in rounds.finish(holders, targets, last):
         results[result.path] = result
+
+
+def _may_derive_from(result: FileResult[T], top_names: set[str]) -> bool:
+    """Whether a class header of ``result``'s file may name one of the Functions just found.
+
+    An analysed file needs this as much as one that was not: a class whose base is a
+    Function of another file is no candidate until that Function is known, so it
+    leaves no open reference (``class Derived(Base)`` beside a Function of its own).
+    Names of the file's own Functions don't count: it resolved those itself.
+    """
+    if result.base_names is None:
+        return True
+    own = {f.qualname.split(".", 1)[0] for f in result.functions}
+    return not result.base_names.isdisjoint(top_names - own)
 
 
 def _base_names(text: str) -> frozenset[str] | None:

@@ -108,8 +108,9 @@ def test_the_last_round_reuses_kept_analyses_unless_a_later_function_may_change_
 
     monkeypatch.setattr(discovery, "link_custom_ops", link)
     run([str(tree)], Settings(select=("ALL",), jobs=1), check_analysis)
-    # derived.py derives from a Function found in the first round: analysed again with it known.
-    assert sorted(linked) == ["ops.py", "registrations.py"]
+    # derived.py derives from a Function found in the first round: analysed again in the
+    # second round with it known, and that analysis is the one kept and linked.
+    assert sorted(linked) == ["derived.py", "ops.py", "registrations.py"]
 
 
 def _dies_in_a_worker(analysis: FileAnalysis, settings: Settings) -> None:
@@ -140,3 +141,26 @@ def test_a_worker_that_dies_ends_the_run_instead_of_hanging(tree: Path) -> None:
 def test_a_kept_analysis_is_reused_unless_a_base_may_name_a_function_found_since(text: str, names: bool) -> None:
     analysis = analyze(SourceFile("m.py", text, "m"), {}, Settings())
     assert discovery._may_name(analysis, ["pkg.base.Base"]) is names
+
+
+FUNCTION = (
+    "import torch\n{imports}\n\nclass {name}({base}):\n    @staticmethod\n    def forward(ctx, x):\n"
+    "        return x * 2\n\n    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n"
+)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_subclass_of_another_files_function_beside_a_function_of_its_own_is_found(
+    tmp_path: Path, jobs: int
+) -> None:
+    """derived.py is analysed in the first round (it defines ``Own``), when ``Base`` is not
+    known yet: ``class Derived(Base)`` is no candidate then and leaves no open reference.
+    It was never analysed again, and ``Derived`` was missed."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "base.py").write_text(FUNCTION.format(imports="", name="Base", base="torch.autograd.Function"))
+    own = FUNCTION.format(imports="from pkg.base import Base", name="Own", base="torch.autograd.Function")
+    (package / "derived.py").write_text(own + "\n\nclass Derived(Base):\n    pass\n")
+    found = run([str(tmp_path)], Settings(jobs=jobs), check_analysis)
+    assert sorted(f.qualname for f in found.functions) == ["Base", "Derived", "Own"]
