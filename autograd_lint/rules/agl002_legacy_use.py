@@ -105,8 +105,10 @@ class LegacyUse(Rule):
         "forward method.` Instantiating warns `DeprecationWarning: <class '...F'> should not "
         "be instantiated. Methods on autograd functions are all static, so you should invoke "
         "them on the class itself. Instantiating an autograd function will raise an error in a "
-        "future version of PyTorch.` A method without `@staticmethod` works the same through "
-        "`apply` (eager and `torch.compile`): only the documented contract is broken. A `@classmethod` "
+        "future version of PyTorch.` A method without `@staticmethod` is called by `apply` with "
+        "ctx first, as a static one is (eager and `torch.compile`): one written for ctx works, only "
+        "the documented contract is broken; one that reads state a legacy `__init__` set on `self` "
+        "finds ctx instead. A `@classmethod` "
         "method works in eager mode, gradcheck and torch.func, but `torch.compile` graph-breaks at "
         "each `apply` and `fullgraph=True` fails: `Unsupported: failed to bind arguments when "
         "attempting to inline`."
@@ -144,11 +146,12 @@ class LegacyUse(Rule):
             if method is None or method.is_staticmethod or method.is_classmethod:
                 continue  # a classmethod works in eager mode; its compile cost is AGL153's
             if _decorators_known(method):
-                # Through apply it behaves the same (autograd passes ctx first, checked
-                # on torch 2.13, torch.compile fullgraph included): a style matter only.
+                # apply passes ctx first either way (checked on torch 2.13, torch.compile
+                # fullgraph included): a method written for ctx works the same, one that
+                # reads state a legacy __init__ set on `self` finds ctx instead.
                 consequence = (
-                    "is not a @staticmethod: it works through apply, which passes ctx as its "
-                    "first argument, but the documented contract is a @staticmethod"
+                    "is not a @staticmethod: apply calls it with ctx as its first argument, "
+                    "whatever that parameter is named; the documented contract is a @staticmethod"
                 )
             else:
                 continue
