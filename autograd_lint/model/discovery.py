@@ -171,12 +171,12 @@ def _analyse(source: SourceFile, explicit: bool, state: _Round[T], mentions_ops:
         kept_by = _kept.keep(analysis, state.known)
         return FileResult(
             source.path, analysis.functions, analysis.open_refs, custom_ops=analysis.custom_ops, kept_by=kept_by,
-            base_names=_base_names(source.text),
+            base_names=_unresolved_base_names(source.text, analysis.functions),
         )
     with stage(source.path, "running the rules"):
         result = state.job(analysis, state.settings)
     return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops,
-                      base_names=_base_names(source.text))
+                      base_names=_unresolved_base_names(source.text, analysis.functions))
 
 
 class _Kept:
@@ -577,12 +577,30 @@ def _may_derive_from(result: FileResult[T], top_names: set[str]) -> bool:
     An analysed file needs this as much as one that was not: a class whose base is a
     Function of another file is no candidate until that Function is known, so it
     leaves no open reference (``class Derived(Base)`` beside a Function of its own).
-    Names of the file's own Functions don't count: it resolved those itself.
+    Names of the file's own Functions don't count: it resolved those itself.  A file
+    whose base names can't be listed cheaply (``None``) is looked at again only if it
+    was not analysed: 22 of torch's analysed files are such, and analysing them again
+    for every run would cost a tenth of a run over torch, for a case (an aliased or
+    parenthesised base of another file's Function, beside a Function of its own) seen
+    nowhere.
     """
     if result.base_names is None:
-        return True
+        return not result.analysed
     own = {f.qualname.split(".", 1)[0] for f in result.functions}
     return not result.base_names.isdisjoint(top_names - own)
+
+
+def _unresolved_base_names(text: str, functions: Sequence[FunctionSpec]) -> frozenset[str] | None:
+    """The base names of ``text``'s class headers, less those its Functions already derive from.
+
+    ``class Fn(Function)`` names torch's ``Function`` (itself a Function of a run over
+    torch): a file of Functions needs no second look for that name, only for a base
+    none of its Functions resolved.
+    """
+    names = _base_names(text)
+    if names is None:
+        return None
+    return names - {part for function in functions for base in function.bases for part in base.split(".")}
 
 
 def _base_names(text: str) -> frozenset[str] | None:
