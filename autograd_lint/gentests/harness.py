@@ -1088,16 +1088,18 @@ def load_reference(dotted_name: str) -> Callable[..., Any]:
 
 def _vector_jacobian(apply: Callable[..., Any], args: tuple[Any, ...], positions: list[int],
                      grad_outputs: Sequence[torch.Tensor] | None = None,
-                     ) -> tuple[tuple[torch.Tensor | None, ...], tuple[torch.Tensor, ...]]:
-    """The gradients of ``apply(*args)`` at the inputs at ``positions``, and the output gradients used."""
+                     ) -> tuple[tuple[torch.Tensor | None, ...], tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """The gradients of ``apply(*args)`` at the inputs at ``positions``, the output gradients used
+    (seeded, unless given; given ones are converted to each output's dtype and device) and the outputs."""
     outputs = [out for out in _differentiable_outputs(apply(*args)) if out.requires_grad]
     if grad_outputs is None:
         generator = torch.Generator().manual_seed(SEED)
         grad_outputs = tuple(torch.randn(out.shape, generator=generator, dtype=out.dtype).to(out.device)
                              for out in outputs)
     inputs = [args[i] for i in positions]
-    grads = torch.autograd.grad(outputs, inputs, list(grad_outputs), allow_unused=True)
-    return tuple(grads), tuple(grad_outputs)
+    converted = [g.to(device=out.device, dtype=out.dtype) for g, out in zip(grad_outputs, outputs)]
+    grads = torch.autograd.grad(outputs, inputs, converted, allow_unused=True)
+    return tuple(grads), tuple(grad_outputs), tuple(outputs)
 
 
 def _grad_positions(function: Any, args: tuple[Any, ...]) -> list[int]:
@@ -1112,7 +1114,7 @@ def check_surrogate_gradients(function: Any, case: Case) -> None:
     args = make_args(function, case, compares=False)
     positions = _grad_positions(function, args)
     try:
-        grads, _ = _vector_jacobian(function.apply, args, positions)
+        grads, _, _ = _vector_jacobian(function.apply, args, positions)
         rejected = None
     except RuntimeError as error:
         rejected = str(error)
@@ -1134,8 +1136,8 @@ def check_surrogate_reference(function: Any, case: Case, reference: Callable[...
     """
     args = make_args(function, case)
     positions = _grad_positions(function, args)
-    got, grad_outputs = _vector_jacobian(function.apply, args, positions)
-    expected, _ = _vector_jacobian(reference, args, positions, grad_outputs)
+    got, grad_outputs, _ = _vector_jacobian(function.apply, args, positions)
+    expected, _, _ = _vector_jacobian(reference, args, positions, grad_outputs)
     for position, actual, wanted in zip(positions, got, expected):
         actual = actual if actual is not None else torch.zeros_like(args[position])
         wanted = wanted if wanted is not None else torch.zeros_like(args[position])
@@ -1184,18 +1186,13 @@ def _converted(args: tuple[Any, ...], dtype: torch.dtype, device: str) -> tuple[
 
 def _outputs_and_gradients(apply: Callable[..., Any], args: tuple[Any, ...], positions: list[int],
                            grad_outputs: Sequence[torch.Tensor] | None = None,
-                           ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
-    """Outputs, gradients at ``positions`` (zeros where unused) and output gradients, all float64 on the CPU."""
-    outputs = [out for out in _differentiable_outputs(apply(*args)) if out.requires_grad]
-    if grad_outputs is None:
-        generator = torch.Generator().manual_seed(SEED)
-        grad_outputs = [torch.randn(out.shape, generator=generator, dtype=torch.float64) for out in outputs]
-    grads = torch.autograd.grad(outputs, [args[i] for i in positions],
-                                [g.to(device=out.device, dtype=out.dtype) for g, out in zip(grad_outputs, outputs)],
-                                allow_unused=True)
+                           ) -> tuple[list[torch.Tensor], list[torch.Tensor], tuple[torch.Tensor, ...]]:
+    """:func:`_vector_jacobian`'s outputs and gradients (zeros where unused) in float64 on the CPU,
+    and the output gradients used."""
+    grads, grad_outputs, outputs = _vector_jacobian(apply, args, positions, grad_outputs)
     return ([out.detach().to("cpu", torch.float64) for out in outputs],
             [torch.zeros_like(args[i]) if g is None else g.to("cpu", torch.float64) for i, g in zip(positions, grads)],
-            list(grad_outputs))
+            grad_outputs)
 
 
 def _largest_error(value: torch.Tensor, truth: torch.Tensor) -> float:
@@ -1220,11 +1217,12 @@ def check_low_precision(function: Any, case: Case, reference: Callable[..., Any]
     if device.startswith("cuda") and not torch.cuda.is_available():
         pytest.skip(f"{function.__qualname__} is declared a low-precision kernel on {device}: needs a CUDA device")
     low = getattr(torch, dtype)
+    kernel = _InPrecision(function, low, device)
     # Recorded inputs may come in the kernel's dtype on its device: the truth needs float64 leaves.
     args = tuple(
         a.detach().to("cpu", torch.float64).requires_grad_(a.requires_grad)
         if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-        for a in make_args(_InPrecision(function, low, device), case)
+        for a in make_args(kernel, case)
     )
     positions = _grad_positions(function, args)
     name = getattr(reference, "__name__", str(reference))
@@ -1232,7 +1230,7 @@ def check_low_precision(function: Any, case: Case, reference: Callable[..., Any]
     grad_outputs = truth[2]
     baseline = _outputs_and_gradients(lambda *a: reference(*_converted(a, low, device)), args, positions,
                                       grad_outputs)
-    subject = _outputs_and_gradients(_InPrecision(function, low, device).apply, args, positions, grad_outputs)
+    subject = _outputs_and_gradients(kernel.apply, args, positions, grad_outputs)
     if len(subject[0]) != len(truth[0]):
         pytest.fail(f"{function.__qualname__}: forward returned {len(subject[0])} differentiable output(s), its "
                     f"reference {name} {len(truth[0])}\ninputs: {_describe_inputs(args)}; {_where()}", pytrace=False)

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from autograd_lint.gentests.surrogate import DeclarationError, check_reference, comment_lines
+from autograd_lint.gentests.surrogate import DeclarationError, check_reference, declaration, is_import
 from autograd_lint.model.spec import FunctionSpec
 
 # flash-attention's tests allow twice the reference's own error; 3 leaves room for a
@@ -36,7 +36,6 @@ DEFAULT_K = 3.0
 DTYPES = ("float32", "float16", "bfloat16")
 _DECLARATION = re.compile(r"#\s*autograd-lint:\s*low-precision(?=\s|$)(?P<options>.*)$")
 _DEVICE = re.compile(r"^(cpu|cuda|xpu|mps)(:\d+)?$")
-_DOTTED_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class LowPrecision:
     @property
     def reference_is_import(self) -> bool:
         """Whether the reference is a dotted name to import rather than an expression to inline."""
-        return _DOTTED_NAME.match(self.reference) is not None
+        return is_import(self.reference)
 
     def arguments(self, reference_source: str) -> str:
         """The keyword arguments a generated test passes to the harness, after a comma."""
@@ -101,11 +100,5 @@ def declared_low_precision(spec: FunctionSpec, lines: Sequence[str],
     A configured entry wins over a comment, as for surrogate gradients.  Raises
     :class:`DeclarationError` for a declaration that does not parse.
     """
-    if spec.full_name in configured:
-        return parse_low_precision(configured[spec.full_name],
-                                   f"[tool.autograd-lint] low-precision {spec.full_name!r}")
-    for number, text in comment_lines(spec, lines):
-        match = _DECLARATION.search(text)
-        if match is not None:
-            return parse_low_precision(match.group("options"), f"{spec.path}:{number}")
-    return None
+    found = declaration(spec, lines, configured, _DECLARATION, "low-precision")
+    return None if found is None else parse_low_precision(*found)

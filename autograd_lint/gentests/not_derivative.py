@@ -281,7 +281,6 @@ def _identities_not_passed(forward: ast.FunctionDef, backward: ast.FunctionDef, 
                            grads: list[str]) -> str | None:
     """Several outputs, each a distinct input unchanged (``return x.clone(), y.clone()``): the identity
     patterns of one output, output by output (``torch.testing._internal.autograd_function_db.ZeroGradientsGenVmap``)."""
-    assigned = _assignments(forward)
     returned: list[str] | None = None
     for value in _returns(forward):
         if not isinstance(value, ast.Tuple) or len(value.elts) != len(grads):

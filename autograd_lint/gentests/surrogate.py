@@ -43,7 +43,12 @@ class Surrogate:
     @property
     def reference_is_import(self) -> bool:
         """Whether the reference is a dotted name to import rather than an expression to inline."""
-        return self.reference is not None and _DOTTED_NAME.match(self.reference) is not None
+        return self.reference is not None and is_import(self.reference)
+
+
+def is_import(reference: str) -> bool:
+    """Whether a declared reference is a dotted name to import rather than an expression to inline."""
+    return _DOTTED_NAME.match(reference) is not None
 
 
 class DeclarationError(Exception):
@@ -80,16 +85,26 @@ def comment_lines(spec: FunctionSpec, lines: Sequence[str]) -> list[tuple[int, s
     return found
 
 
+def declaration(spec: FunctionSpec, lines: Sequence[str], configured: Mapping[str, str], comment: re.Pattern[str],
+                key: str) -> tuple[str, str] | None:
+    """The text of a gen-tests declaration of ``spec`` and where it was written, or None.
+
+    A configured entry of ``[tool.autograd-lint] <key>`` wins over a comment on the
+    class matching ``comment``, whose first group is the text (absent: empty).
+    """
+    if spec.full_name in configured:
+        return configured[spec.full_name], f"[tool.autograd-lint] {key} {spec.full_name!r}"
+    for number, text in comment_lines(spec, lines):
+        match = comment.search(text)
+        if match is not None:
+            return match.group(1) or "", f"{spec.path}:{number}"
+    return None
+
+
 def declared_surrogate(spec: FunctionSpec, lines: Sequence[str], configured: Mapping[str, str]) -> Surrogate | None:
     """How ``spec`` is declared a surrogate (its source ``lines``, the configured entries), or None.
 
     Raises :class:`DeclarationError` for a reference that does not parse.
     """
-    if spec.full_name in configured:
-        return Surrogate(check_reference(configured[spec.full_name], f"[tool.autograd-lint] surrogate-gradients "
-                                                                     f"{spec.full_name!r}"))
-    for number, text in comment_lines(spec, lines):
-        match = _DECLARATION.search(text)
-        if match is not None:
-            return Surrogate(check_reference(match.group("reference") or "", f"{spec.path}:{number}"))
-    return None
+    found = declaration(spec, lines, configured, _DECLARATION, "surrogate-gradients")
+    return None if found is None else Surrogate(check_reference(*found))

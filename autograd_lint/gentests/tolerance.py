@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from autograd_lint.gentests.surrogate import DeclarationError, comment_lines
+from autograd_lint.gentests.surrogate import DeclarationError, declaration
 from autograd_lint.model.spec import FunctionSpec
 
 _DECLARATION = re.compile(r"#\s*autograd-lint:\s*gradcheck(?=\s|$)(?P<options>.*)$")
@@ -75,11 +75,5 @@ def declared_tolerance(spec: FunctionSpec, lines: Sequence[str], configured: Map
     A configured entry wins over a comment, as for surrogate gradients.  Raises
     :class:`DeclarationError` for a declaration that does not parse.
     """
-    if spec.full_name in configured:
-        return parse_tolerance(configured[spec.full_name],
-                               f"[tool.autograd-lint] gradcheck-tolerances {spec.full_name!r}")
-    for number, text in comment_lines(spec, lines):
-        match = _DECLARATION.search(text)
-        if match is not None:
-            return parse_tolerance(match.group("options"), f"{spec.path}:{number}")
-    return None
+    found = declaration(spec, lines, configured, _DECLARATION, "gradcheck-tolerances")
+    return None if found is None else parse_tolerance(*found)
