@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autograd_lint.rules.agl009_once_differentiable import _Fix, _reports
+from autograd_lint.rules._double_backward import AddOnceDifferentiable, reports
 from autograd_lint.rules.base import FixSafety, FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 
@@ -35,7 +35,7 @@ class FirstOrderBackward(Rule):
     severity = Severity.WARNING
     enabled_by_default = False
     fix = FixSafety.UNSAFE  # add @once_differentiable: double backward then raises instead
-    fixer = _Fix
+    fixer = AddOnceDifferentiable
     why = (
         "Checked on torch 2.13 with f(x)=x·sin x at x=1.5 and a backward that returns its gradient "
         "computed under no_grad (or detached): differentiating that gradient directly raises "
@@ -50,7 +50,7 @@ class FirstOrderBackward(Rule):
     )
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
-        yield from _reports(ctx, self.code)
+        yield from reports(ctx, self.code)
 
     VALID = [
         # Marked: a double backward raises a clear error.
