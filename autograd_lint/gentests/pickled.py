@@ -12,6 +12,24 @@ format and a replay can rebuild each tensor in float64: a tensor that appears
 twice (a parameter inside a module and in ``args``) is rebuilt once, and gradcheck's
 in-place perturbation of an argument reaches the object that holds it.
 
+A tensor subclass is kept as that subclass, built again from its plain tensors
+(each reduced to values like any other, so that float64 promotion and sharing
+reach them too), by the first of these that applies (:func:`_subclass_reduction`):
+
+1. a torch subclass that refuses pickling, rebuilt from its constructor's
+   arguments (:data:`CONSTRUCTED_SUBCLASSES`: ``ExpandedWeight``);
+2. ``__tensor_flatten__``/``__tensor_unflatten__`` (DTensor), when the outer size
+   is plain integers (a jagged nested tensor's holds a nested int, which an
+   unflatten in another process can't be given);
+3. the subclass's own ``__reduce_ex__``, when it rebuilds from Python state that
+   holds its tensors (``MaskedTensor``'s data and mask, a jagged nested tensor's
+   values and offsets) rather than from raw storage.  Its dtype arguments are
+   promoted with its tensors (:func:`rebuild_dtype`), so a ``MaskedTensor``
+   wrapper and its data agree; integer and bool tensors (offsets, masks) keep
+   their dtype.
+
+Any other subclass raises :class:`NotPicklable` with the reason.
+
 The text stored in the recording is ``base64(zlib(pickle))``.  Loading it runs
 the code a pickle names, like any pickle: a recording is trusted input, written
 by your own test run.  This module imports torch only inside its functions.
@@ -44,8 +62,6 @@ def _tensor_state(torch: Any, value: Any) -> tuple[Any, ...]:
     if value.layout != torch.strided or value.is_meta or value.is_quantized or value.is_nested:
         raise NotPicklable(f"a tensor of layout {value.layout}")
     kind = "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
-    if type(value) not in (torch.Tensor, torch.nn.Parameter):
-        raise NotPicklable(f"a tensor subclass {type(value).__qualname__}")
     return (kind, str(value.dtype).removeprefix("torch."), list(value.shape), bool(value.requires_grad),
             value.detach().to("cpu").reshape(-1).tolist(), str(value.device))
 
@@ -71,6 +87,55 @@ def rebuild_tensor(state: tuple[Any, ...]) -> Any:
     if kind == "parameter":
         return torch.nn.Parameter(values, requires_grad=requires_grad and differentiable)
     return values.requires_grad_(requires_grad and differentiable)
+
+
+# Tensor subclasses that refuse pickling (their ``__torch_function__`` rejects
+# ``__reduce_ex__``), by ``module.qualname``: the attributes holding their
+# constructor's positional arguments.  ``ExpandedWeight(orig_weight, batch_size,
+# loss_reduction)`` (per-sample gradients) shares its values with ``orig_weight``.
+CONSTRUCTED_SUBCLASSES = {
+    "torch.nn.utils._expanded_weights.expanded_weights_impl.ExpandedWeight":
+        ("orig_weight", "batch_size", "loss_reduction"),
+}
+
+
+def _type_name(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _holds_storage(torch: Any, value: Any) -> bool:
+    if isinstance(value, (torch.TypedStorage, torch.UntypedStorage)):
+        return True
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
+    return any(_holds_storage(torch, item) for item in items)
+
+
+def _subclass_reduction(torch: Any, value: Any) -> tuple[Any, ...]:
+    """How to pickle the tensor subclass ``value`` (see the module docstring), or NotPicklable."""
+    kind = type(value)
+    attributes = CONSTRUCTED_SUBCLASSES.get(_type_name(kind))
+    if attributes is not None:
+        return kind, tuple(getattr(value, name) for name in attributes)
+    flatten = getattr(kind, "__tensor_flatten__", None)
+    if flatten is not None and all(isinstance(size, int) for size in value.size()):
+        names, context = flatten(value)
+        inner = {name: getattr(value, name) for name in names}
+        return rebuild_flattened, (kind, inner, context, tuple(value.size()), tuple(value.stride()))
+    try:
+        reduction = value.__reduce_ex__(4)
+    except Exception as error:  # noqa: BLE001 - a subclass's __torch_function__ may refuse it
+        raise NotPicklable(f"a tensor subclass {_type_name(kind)} that can't be pickled "
+                           f"({type(error).__name__}: {error})") from None
+    if _holds_storage(torch, reduction[1]):
+        raise NotPicklable(f"a tensor subclass {_type_name(kind)} whose own pickling keeps raw storage, not "
+                           "tensors: its values can't be promoted to float64")
+    return reduction
+
+
+def rebuild_flattened(kind: type, inner: dict[str, Any], context: Any, size: tuple[int, ...],
+                      stride: tuple[int, ...]) -> Any:
+    """The subclass of ``kind.__tensor_flatten__`` (its inner tensors rebuilt first)."""
+    return kind.__tensor_unflatten__(inner, context, size, stride)  # type: ignore[attr-defined]
 
 
 def rebuild_dtype(name: str) -> Any:
@@ -99,6 +164,8 @@ def _pickler_class() -> type:
     class TensorValuePickler(base):  # type: ignore[misc, valid-type]
         def reducer_override(self, obj: Any) -> Any:
             if isinstance(obj, torch.Tensor):
+                if type(obj) not in (torch.Tensor, torch.nn.Parameter):
+                    return _subclass_reduction(torch, obj)
                 return rebuild_tensor, (_tensor_state(torch, obj),)
             if isinstance(obj, torch.dtype):
                 return rebuild_dtype, (str(obj).removeprefix("torch."),)
