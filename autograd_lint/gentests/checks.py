@@ -23,6 +23,7 @@ class Check(enum.Enum):
     VMAP = "vmap"
     UNDEFINED_GRAD = "undefined_grad"
     NON_TENSOR_GRADS = "non_tensor_grads_are_none"
+    SUBCLASS_GRADIENTS = "subclass_gradients"
     SURROGATE_GRADIENTS = "surrogate_gradients"
     SURROGATE_REFERENCE = "surrogate_reference"
     COMPILE_PARITY = "compile_parity"
@@ -47,6 +48,7 @@ _HARNESS_FUNCTIONS = {
     Check.VMAP: "check_vmap",
     Check.UNDEFINED_GRAD: "check_undefined_grad",
     Check.NON_TENSOR_GRADS: "check_non_tensor_grads_are_none",
+    Check.SUBCLASS_GRADIENTS: "check_subclass_gradients",
     Check.SURROGATE_GRADIENTS: "check_surrogate_gradients",
     Check.SURROGATE_REFERENCE: "check_surrogate_reference",
     Check.COMPILE_PARITY: "check_compile_parity",
@@ -73,7 +75,7 @@ def _may_pass_a_matrix(inputs: FunctionInputs) -> bool:
     memory layout); a searched shape may turn out to be one.
     """
     return any(
-        isinstance(arg, TensorInput) and arg.is_differentiable
+        isinstance(arg, TensorInput) and arg.is_differentiable and arg.subclass is None
         and (arg.shape is None or (len(arg.shape) >= 2 and min(arg.shape[-2:]) > 1))
         for case in inputs.cases for arg in case.args
     )
@@ -131,6 +133,9 @@ def checks_for(
         checks.append(Check.UNDEFINED_GRAD)
     if any(case.has_non_tensor for case in inputs.cases):
         checks.append(Check.NON_TENSOR_GRADS)
+    if any(isinstance(arg, TensorInput) and arg.subclass is not None for case in inputs.cases for arg in case.args):
+        # gradcheck can't perturb a subclass argument: what its gradient must satisfy is checked instead.
+        checks.append(Check.SUBCLASS_GRADIENTS)
     if compile_parity:
         checks.append(Check.COMPILE_PARITY)
     return tuple(checks)

@@ -19,7 +19,7 @@ import traceback
 import types
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence
 
 import pytest
 import torch
@@ -166,7 +166,8 @@ def _recorded_args(case: Case) -> tuple[Any, ...]:
     args = pickled.loads(case.pickled or "")[1 if case.with_function else 0:]
     # A floating dtype argument follows its tensors to float64 (pickles of older recordings keep torch's own).
     args = tuple(_promoted(a) for a in args)
-    top = [a for a in args if isinstance(a, torch.Tensor) and _is_differentiable_dtype(a.dtype)]
+    # A tensor subclass (MaskedTensor, a jagged nested tensor) keeps what was recorded: it is not differentiated.
+    top = [a for a in args if _is_plain(a) and _is_differentiable_dtype(a.dtype)]
     strided = [a for a in top if a.layout == torch.strided]
     for tensor_arg in top:
         if tensor_arg.layout != torch.strided:
@@ -255,6 +256,60 @@ def _import_or_skip(module_name: str) -> Any:
 
 def _is_differentiable_dtype(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
+
+
+def _is_plain(value: Any) -> bool:
+    """A tensor that is not a subclass (a ``Parameter`` counts as plain): what gradcheck perturbs.
+
+    A subclass argument (``MaskedTensor``, a jagged nested tensor, ``ExpandedWeight``)
+    is passed as recorded and not differentiated: gradcheck perturbs its inputs'
+    values in place and compares with finite differences, which a MaskedTensor's
+    masked-out entries, a nested tensor's offsets or an ExpandedWeight (whose
+    gradient goes to ``orig_weight.grad_sample``, not to backward's result) don't
+    allow.  Some subclasses refuse even ``.requires_grad`` (``ExpandedWeight``), so
+    this is asked first.
+    """
+    return type(value) in (torch.Tensor, torch.nn.Parameter)
+
+
+def _is_subclass(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and not _is_plain(value)
+
+
+def _plain_parts(value: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors whose values a gradient holds: itself, or a subclass's inner tensors.
+
+    A subclass without ``__tensor_flatten__`` gives none: a ``MaskedTensor``'s
+    masked-out entries hold no value, so its data can't be asked to be finite.
+    """
+    if _is_plain(value):
+        return [value]
+    flatten = getattr(type(value), "__tensor_flatten__", None)
+    if flatten is None:
+        return []
+    names, _ = flatten(value)
+    inner = [getattr(value, name) for name in names]
+    return [part for tensor in inner if isinstance(tensor, torch.Tensor) for part in _plain_parts(tensor)]
+
+
+def _gradient_like(output: torch.Tensor) -> torch.Tensor:
+    """An output gradient for ``output``: ones, or for a subclass its own detached values.
+
+    A gradient must have the output's type, layout and shape; ``ones_like`` of a
+    sparse ``MaskedTensor`` raises (``fill_`` has no sparse kernel), its detached
+    copy is such a gradient.
+    """
+    return torch.ones_like(output) if _is_plain(output) else output.detach()
+
+
+def _requires_grad(value: Any) -> bool:
+    """Whether ``value`` is a tensor that requires grad; False for a subclass that refuses the question."""
+    if not isinstance(value, torch.Tensor):
+        return False
+    try:
+        return bool(value.requires_grad)
+    except RuntimeError:  # ExpandedWeight's __torch_function__ handles only the ops it implements
+        return False
 
 
 def _drawn_values(shape: tuple[int, ...], dtype: torch.dtype, domain: Domain,
@@ -401,7 +456,8 @@ def _forward_rejection(function: Any, args: tuple[Any, ...]) -> str | None:
     outputs = _differentiable_outputs(result)
     if not outputs:
         return "returned no floating-point tensor"
-    if not all(bool(torch.isfinite(out).all()) for out in outputs):
+    # A subclass output by its plain parts: torch.masked's reductions fail on a sparse MaskedTensor.
+    if not all(bool(torch.isfinite(part).all()) for out in outputs for part in _plain_parts(out)):
         return "returned non-finite values"
     return None
 
@@ -462,10 +518,10 @@ def _subclass_gradient(function: Any, args: tuple[Any, ...]) -> str | None:
     torch.masked's ``Combine`` returns a ``MaskedTensor`` gradient, whose masked-out
     entries mean "no value": gradcheck compares them with finite differences and fails without a bug.
     """
-    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    inputs = [a for a in args if _is_plain(a) and a.requires_grad]
     try:
         outputs = [out for out in _differentiable_outputs(function.apply(*args)) if out.requires_grad]
-        grads = torch.autograd.grad(outputs, inputs, [torch.ones_like(out) for out in outputs], allow_unused=True)
+        grads = torch.autograd.grad(outputs, inputs, [_gradient_like(out) for out in outputs], allow_unused=True)
     except Exception:  # noqa: BLE001 - the checks report what goes wrong
         return None
     for index, (grad, arg) in enumerate(zip(grads, inputs)):
@@ -478,10 +534,10 @@ def _subclass_gradient(function: Any, args: tuple[Any, ...]) -> str | None:
 
 def _backward_failure(function: Any, args: tuple[Any, ...]) -> Exception | None:
     """What backward raises for these arguments (wrong gradient shapes included), or None."""
-    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    inputs = [a for a in args if _requires_grad(a)]
     try:
         outputs = [out for out in _differentiable_outputs(function.apply(*args)) if out.requires_grad]
-        torch.autograd.grad(outputs, inputs, [torch.ones_like(out) for out in outputs], allow_unused=True)
+        torch.autograd.grad(outputs, inputs, [_gradient_like(out) for out in outputs], allow_unused=True)
     except Exception as error:  # noqa: BLE001 - any error means "not this candidate"
         return error
     return None
@@ -692,7 +748,7 @@ def _symmetric_positions(args: tuple[Any, ...], positions: list[int]) -> list[in
 def _transposable_positions(args: tuple[Any, ...]) -> list[int]:
     """The floating tensor inputs that a transposed memory layout makes non-contiguous (2-D and up, no size 1)."""
     return [i for i, a in enumerate(args)
-            if isinstance(a, torch.Tensor) and a.layout == torch.strided and _is_differentiable_dtype(a.dtype)
+            if _is_plain(a) and a.layout == torch.strided and _is_differentiable_dtype(a.dtype)
             and a.dim() >= 2 and a.shape[-1] > 1 and a.shape[-2] > 1]
 
 
@@ -708,7 +764,7 @@ def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Seque
     random generator alike (inside a forked RNG state).  The inputs at ``transposed``,
     laid out transposed in memory, stay so after symmetrisation.
     """
-    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+    positions = [i for i, a in enumerate(args) if _is_plain(a) and a.requires_grad]
     symmetric = set(_symmetric_positions(args, positions))
 
     def call(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -726,8 +782,18 @@ def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Seque
 
     inputs = tuple(args[i] for i in positions)
     if not inputs:
-        pytest.fail(f"{function.__qualname__}: the case has no floating-point tensor input to check")
+        _no_plain_input(function, args)
     return call, inputs
+
+
+def _no_plain_input(function: Any, args: tuple[Any, ...]) -> NoReturn:
+    """Skip (the differentiable inputs are all tensor subclasses, see :func:`_is_plain`), else fail."""
+    subclasses = [f"{type(a).__name__} #{i}" for i, a in enumerate(args) if _is_subclass(a)]
+    if subclasses:
+        pytest.skip(f"{function.__qualname__}: no plain floating-point tensor input to compare with finite "
+                    f"differences: the tensor inputs {', '.join(subclasses)} are tensor subclasses, which gradcheck "
+                    "can't perturb (test_subclass_gradients checks the gradients backward gives them)")
+    pytest.fail(f"{function.__qualname__}: the case has no floating-point tensor input to check")
 
 
 # ---------------------------------------------------------------------------
@@ -753,7 +819,10 @@ _FLOAT32_EPS, _FLOAT32_ATOL, _FLOAT32_RTOL = 1e-3, 1e-3, 1e-2
 def _describe_inputs(args: tuple[Any, ...]) -> str:
     parts = []
     for index, arg in enumerate(args):
-        if isinstance(arg, torch.Tensor):
+        if _is_subclass(arg):
+            parts.append(f"#{index}: {type(arg).__name__} {tuple(arg.shape)} {str(arg.dtype).removeprefix('torch.')} "
+                         "(a tensor subclass, as recorded, not differentiated)")
+        elif isinstance(arg, torch.Tensor):
             layout = "" if arg.layout != torch.strided or arg.is_contiguous() else ", non-contiguous"
             if arg.layout != torch.strided:
                 layout += f", {str(arg.layout).removeprefix('torch.')}"
@@ -1076,6 +1145,35 @@ def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:
     assert not wrong, f"backward returned a gradient for non-tensor input(s) at position(s) {wrong}"
 
 
+def check_subclass_gradients(function: Any, case: Case) -> None:
+    """On recorded tensor-subclass arguments, backward runs and its gradients are ones autograd accepts.
+
+    gradcheck can't compare a subclass argument's gradient with finite differences
+    (see :func:`_is_plain`); what still holds: backward runs on the recorded
+    arguments, autograd accepts each gradient it returns (it checks shape, dtype,
+    device and layout against the input), and the values of each gradient (a
+    plain tensor, or a subclass's inner tensors) are finite where forward's outputs are.
+    """
+    args = make_args(function, case, compares=False)
+    positions = [i for i, a in enumerate(args) if _requires_grad(a)]
+    where = f"inputs (float64): {_describe_inputs(args)}; {_where()}"
+    try:
+        outputs = [out for out in _differentiable_outputs(function.apply(*args)) if out.requires_grad]
+        if not outputs or not positions:
+            pytest.skip(f"{function.__qualname__}: no output or input that requires grad on the recorded arguments")
+        grads = torch.autograd.grad(outputs, [args[i] for i in positions], [_gradient_like(out) for out in outputs],
+                                    allow_unused=True)
+    except Exception as error:  # noqa: BLE001 - backward's error, or autograd rejecting its gradient, is the finding
+        raise pytest.fail.Exception(
+            f"{function.__qualname__}: backward on the recorded tensor-subclass arguments raised "
+            f"{type(error).__name__}: {error}{_raised_at(error)}\n{where}", pytrace=False) from error
+    finite_outputs = all(bool(torch.isfinite(part).all()) for out in outputs for part in _plain_parts(out))
+    for position, grad in zip(positions, grads):
+        if finite_outputs and grad is not None and not all(bool(torch.isfinite(p).all()) for p in _plain_parts(grad)):
+            pytest.fail(f"{function.__qualname__}: backward returned a non-finite gradient for input #{position} "
+                        f"though forward's outputs are finite\n{where}", pytrace=False)
+
+
 # ---------------------------------------------------------------------------
 # Surrogate-gradient Functions: backward is deliberately not the derivative
 
@@ -1103,9 +1201,9 @@ def _vector_jacobian(apply: Callable[..., Any], args: tuple[Any, ...], positions
 
 
 def _grad_positions(function: Any, args: tuple[Any, ...]) -> list[int]:
-    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+    positions = [i for i, a in enumerate(args) if _is_plain(a) and a.requires_grad]
     if not positions:
-        pytest.fail(f"{function.__qualname__}: the case has no floating-point tensor input to check")
+        _no_plain_input(function, args)
     return positions
 
 

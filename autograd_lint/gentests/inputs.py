@@ -46,6 +46,9 @@ class TensorInput:
     # tensor, recorded statistics as sorted (name, value) pairs: see :mod:`.recording`.
     values: tuple[float | int | bool | str, ...] | None = None
     stats: tuple[tuple[str, float | bool], ...] | None = None
+    # A recorded tensor subclass (``module.Qualname``, e.g. a MaskedTensor; a ragged size is -1 in ``shape``):
+    # only a pickled case has one.
+    subclass: str | None = None
 
     @property
     def is_differentiable(self) -> bool:

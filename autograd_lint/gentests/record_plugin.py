@@ -102,8 +102,8 @@ class _ArgumentEncoder:
     def encode(self, value: Any, nested: bool = False, with_values: bool = False) -> EncodedArg | None:
         torch = self.torch
         if isinstance(value, torch.Tensor):
-            if nested or value.layout != torch.strided:
-                return None  # inside a container, or sparse: only a pickle of the call keeps it
+            if nested or type(value) not in (torch.Tensor, torch.nn.Parameter) or value.layout != torch.strided:
+                return None  # inside a container, a subclass, or sparse: only a pickle of the call keeps it
             try:
                 shape = [int(size) for size in value.shape]
             except (TypeError, RuntimeError):  # symbolic sizes under tracing
@@ -135,6 +135,13 @@ class _ArgumentEncoder:
     def describe(self, value: Any) -> EncodedArg:
         """The structure of an argument :meth:`encode` refuses: kept with a pickle of the call."""
         torch = self.torch
+        if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
+            # A subclass (MaskedTensor, a jagged nested tensor, ExpandedWeight) may refuse .requires_grad
+            # and .layout, and a jagged size is not an integer: its type and what it overrides.
+            kind = type(value)
+            return {"tensor": {"shape": [size if isinstance(size, int) else -1 for size in value.shape],  # -1: ragged
+                               "dtype": str(value.dtype).removeprefix("torch."), "device": str(value.device),
+                               "requires_grad": False, "subclass": f"{kind.__module__}.{kind.__qualname__}"}}
         if isinstance(value, torch.Tensor):
             described = {"shape": [int(size) for size in value.shape], "dtype": str(value.dtype).removeprefix("torch."),
                          "device": str(value.device), "requires_grad": bool(value.requires_grad)}

@@ -243,6 +243,7 @@ def _decode(arg: EncodedArg, pickled: bool = False) -> Input | None:
             bool(tensor["requires_grad"]), contiguous=bool(tensor.get("contiguous", True)),
             values=tuple(values) if isinstance(values, list) else None,
             stats=tuple(sorted(stats.items())) if isinstance(stats, dict) and stats else None,
+            subclass=str(tensor["subclass"]) if pickled and "subclass" in tensor else None,
         )
     source = _value_source(arg)
     return ValueInput(source) if source is not None else None

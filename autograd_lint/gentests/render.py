@@ -126,7 +126,9 @@ def _case_source(case: InputCase, domains: tuple[str, ...] = ()) -> str:
 
 def _input_label(arg: Input) -> str:
     if isinstance(arg, TensorInput):
-        label = "?" if arg.shape is None else "x".join(map(str, arg.shape)) or "scalar"
+        label = "?" if arg.shape is None else "x".join("j" if n < 0 else str(n) for n in arg.shape) or "scalar"
+        if arg.subclass is not None:  # a recorded tensor subclass: its class, then its (ragged: j) shape
+            label = f"{arg.subclass.rsplit('.', 1)[-1]}-{label}"
         if arg.dtype != "float64":
             label += f".{arg.dtype}"
         if arg.device != "cpu":
