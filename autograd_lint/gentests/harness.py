@@ -1153,16 +1153,23 @@ def check_subclass_gradients(function: Any, case: Case) -> None:
     arguments, autograd accepts each gradient it returns (it checks shape, dtype,
     device and layout against the input), and the values of each gradient (a
     plain tensor, or a subclass's inner tensors) are finite where forward's outputs are.
+    With no input whose ``requires_grad`` can be read (an ``ExpandedWeight`` beside
+    integer indices: its gradient goes to ``orig_weight.grad_sample``), backward is
+    run through the outputs alone.
     """
     args = make_args(function, case, compares=False)
     positions = [i for i, a in enumerate(args) if _requires_grad(a)]
     where = f"inputs (float64): {_describe_inputs(args)}; {_where()}"
+    grads: Sequence[torch.Tensor | None] = ()
     try:
         outputs = [out for out in _differentiable_outputs(function.apply(*args)) if out.requires_grad]
-        if not outputs or not positions:
-            pytest.skip(f"{function.__qualname__}: no output or input that requires grad on the recorded arguments")
-        grads = torch.autograd.grad(outputs, [args[i] for i in positions], [_gradient_like(out) for out in outputs],
-                                    allow_unused=True)
+        if not outputs:
+            pytest.skip(f"{function.__qualname__}: no output requires grad on the recorded arguments")
+        grad_outputs = [_gradient_like(out) for out in outputs]
+        if positions:
+            grads = torch.autograd.grad(outputs, [args[i] for i in positions], grad_outputs, allow_unused=True)
+        else:
+            torch.autograd.backward(outputs, grad_outputs)
     except Exception as error:  # noqa: BLE001 - backward's error, or autograd rejecting its gradient, is the finding
         raise pytest.fail.Exception(
             f"{function.__qualname__}: backward on the recorded tensor-subclass arguments raised "
