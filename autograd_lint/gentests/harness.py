@@ -259,20 +259,28 @@ def _is_differentiable_dtype(dtype: torch.dtype) -> bool:
 
 
 def _is_plain(value: Any) -> bool:
-    """A tensor that is not a subclass (a ``Parameter`` counts as plain): what gradcheck perturbs.
+    """A tensor gradcheck can perturb: a plain tensor, a ``Parameter``, a Python subclass over its own storage.
 
-    A subclass argument (``MaskedTensor``, a jagged nested tensor, ``ExpandedWeight``)
+    A wrapper subclass (``MaskedTensor``, a jagged nested tensor, DTensor: their
+    own ``__torch_dispatch__``) or one that refuses plain tensor operations
+    (``ExpandedWeight``'s ``__torch_function__`` refuses even ``.requires_grad``)
     is passed as recorded and not differentiated: gradcheck perturbs its inputs'
-    values in place and compares with finite differences, which a MaskedTensor's
-    masked-out entries, a nested tensor's offsets or an ExpandedWeight (whose
-    gradient goes to ``orig_weight.grad_sample``, not to backward's result) don't
-    allow.  Some subclasses refuse even ``.requires_grad`` (``ExpandedWeight``), so
-    this is asked first.
+    values in place and compares with finite differences, which masked-out
+    entries, a nested tensor's offsets or an ``ExpandedWeight`` (whose gradient
+    goes to ``orig_weight.grad_sample``, not to backward's result) don't allow.
     """
-    return type(value) in (torch.Tensor, torch.nn.Parameter)
+    if not isinstance(value, torch.Tensor):
+        return False
+    if type(value) in (torch.Tensor, torch.nn.Parameter):
+        return True
+    try:
+        return not _is_wrapper(value) and isinstance(value.requires_grad, bool)
+    except RuntimeError:
+        return False
 
 
 def _is_subclass(value: Any) -> bool:
+    """A tensor argument passed as recorded, not perturbed (see :func:`_is_plain`)."""
     return isinstance(value, torch.Tensor) and not _is_plain(value)
 
 

@@ -21,14 +21,17 @@ reach them too), by the first of these that applies (:func:`_subclass_reduction`
 2. ``__tensor_flatten__``/``__tensor_unflatten__`` (DTensor), when the outer size
    is plain integers (a jagged nested tensor's holds a nested int, which an
    unflatten in another process can't be given);
-3. the subclass's own ``__reduce_ex__``, when it rebuilds from Python state that
-   holds its tensors (``MaskedTensor``'s data and mask, a jagged nested tensor's
-   values and offsets) rather than from raw storage.  Its dtype arguments are
-   promoted with its tensors (:func:`rebuild_dtype`), so a ``MaskedTensor``
-   wrapper and its data agree; integer and bool tensors (offsets, masks) keep
-   their dtype.
+3. a Python subclass over a tensor's own storage (no ``__torch_dispatch__``):
+   its values as a plain tensor, re-typed, with its Python attributes, as
+   ``Tensor.__reduce_ex__`` does with raw storage;
+4. a wrapper subclass's own ``__reduce_ex__`` (a wrapper has no storage: it
+   rebuilds from its metadata and the Python state holding its tensors,
+   ``MaskedTensor``'s data and mask, a jagged nested tensor's values and offsets).
 
-Any other subclass raises :class:`NotPicklable` with the reason.
+Dtype arguments inside are promoted with the tensors (:func:`rebuild_dtype`), so
+a ``MaskedTensor`` wrapper and its data agree; integer and bool tensors (offsets,
+masks) keep their dtype.  A subclass whose pickling raises (its ``__torch_function__``
+refuses ``__reduce_ex__``, and it is not in the table) raises :class:`NotPicklable` with the reason.
 
 The text stored in the recording is ``base64(zlib(pickle))``.  Loading it runs
 the code a pickle names, like any pickle: a recording is trusted input, written
@@ -92,7 +95,8 @@ def rebuild_tensor(state: tuple[Any, ...]) -> Any:
 # Tensor subclasses that refuse pickling (their ``__torch_function__`` rejects
 # ``__reduce_ex__``), by ``module.qualname``: the attributes holding their
 # constructor's positional arguments.  ``ExpandedWeight(orig_weight, batch_size,
-# loss_reduction)`` (per-sample gradients) shares its values with ``orig_weight``.
+# loss_reduction)`` (per-sample gradients) shares its values with ``orig_weight``:
+# rebuilt by its constructor it still does (re-typed values would be a copy).
 CONSTRUCTED_SUBCLASSES = {
     "torch.nn.utils._expanded_weights.expanded_weights_impl.ExpandedWeight":
         ("orig_weight", "batch_size", "loss_reduction"),
@@ -101,13 +105,6 @@ CONSTRUCTED_SUBCLASSES = {
 
 def _type_name(kind: type) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
-
-
-def _holds_storage(torch: Any, value: Any) -> bool:
-    if isinstance(value, (torch.TypedStorage, torch.UntypedStorage)):
-        return True
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
-    return any(_holds_storage(torch, item) for item in items)
 
 
 def _subclass_reduction(torch: Any, value: Any) -> tuple[Any, ...]:
@@ -121,15 +118,26 @@ def _subclass_reduction(torch: Any, value: Any) -> tuple[Any, ...]:
         names, context = flatten(value)
         inner = {name: getattr(value, name) for name in names}
         return rebuild_flattened, (kind, inner, context, tuple(value.size()), tuple(value.stride()))
+    if kind.__torch_dispatch__ is torch.Tensor.__torch_dispatch__:
+        with torch._C.DisableTorchFunctionSubclass():  # its __torch_function__ may refuse plain tensor ops
+            plain = value.as_subclass(torch.Tensor)
+        return rebuild_retyped, (kind, _tensor_state(torch, plain), torch._utils._get_obj_state(value))
     try:
-        reduction = value.__reduce_ex__(4)
+        # A wrapper has no storage: its own reduction rebuilds it from its metadata and Python state.
+        return value.__reduce_ex__(4)
     except Exception as error:  # noqa: BLE001 - a subclass's __torch_function__ may refuse it
         raise NotPicklable(f"a tensor subclass {_type_name(kind)} that can't be pickled "
                            f"({type(error).__name__}: {error})") from None
-    if _holds_storage(torch, reduction[1]):
-        raise NotPicklable(f"a tensor subclass {_type_name(kind)} whose own pickling keeps raw storage, not "
-                           "tensors: its values can't be promoted to float64")
-    return reduction
+
+
+def rebuild_retyped(kind: type, state: tuple[Any, ...], attributes: Any) -> Any:
+    """The Python subclass ``kind`` over the tensor of ``state``, with its attributes restored."""
+    import torch
+
+    values = rebuild_tensor(state)
+    retyped = torch._tensor._rebuild_from_type_v2(values.detach, kind, (), attributes)
+    with torch._C.DisableTorchFunctionSubclass():
+        return retyped.requires_grad_(values.requires_grad)
 
 
 def rebuild_flattened(kind: type, inner: dict[str, Any], context: Any, size: tuple[int, ...],

@@ -69,6 +69,26 @@ class RaggedScale(Function):
         return None, (grad * values).sum(0)
 
 
+class Labeled(torch.Tensor):
+    """A Python subclass over its own storage: gradcheck perturbs it like a plain tensor."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class LabeledSquare(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * grad * x
+
+
 class PerSampleLinear(Function):
     """x @ W.T for an ExpandedWeight W, whose per-sample gradients backward stores on W.orig_weight."""
 
@@ -88,7 +108,8 @@ class PerSampleLinear(Function):
 WRONG = {"return grad * kept, None": "return 2 * grad * kept, None",
          "return grad * 2": "return grad.sum()",
          "return None, (grad * values).sum(0)": "return None, (grad * values).sum(0) * 2",
-         "return grad @ ctx.weight.orig_weight, None": "return grad @ ctx.weight.orig_weight * 2, None"}
+         "return grad @ ctx.weight.orig_weight, None": "return grad @ ctx.weight.orig_weight * 2, None",
+         "return 2 * grad * x": "return grad * x"}
 
 TESTS = '''\
 import warnings
@@ -97,7 +118,7 @@ import torch
 from torch.masked import masked_tensor
 from torch.nn.utils._expanded_weights.expanded_weights_impl import ExpandedWeight
 
-from ops import MaskedDouble, MaskedScale, PerSampleLinear, RaggedScale
+from ops import Labeled, LabeledSquare, MaskedDouble, MaskedScale, PerSampleLinear, RaggedScale
 
 warnings.simplefilter("ignore")  # MaskedTensor is a prototype
 
@@ -118,6 +139,10 @@ def test_expanded_weight():
     weight = torch.nn.Parameter(torch.randn(2, 3))
     PerSampleLinear.apply(torch.randn(4, 3, requires_grad=True), ExpandedWeight(weight, 4, "sum")).sum().backward()
     assert weight.grad_sample.shape == (4, 2, 3)
+
+
+def test_labeled():
+    LabeledSquare.apply(torch.randn(3).as_subclass(Labeled).requires_grad_()).sum().backward()
 '''
 
 
@@ -177,12 +202,40 @@ def test_dtensor_is_unflattened_with_its_local_tensor_and_metadata_promoted() ->
                                             "(Shard(dim=0),) True")
 
 
-def test_subclass_kept_in_raw_storage_is_refused_with_the_reason() -> None:
-    class Plain(torch.Tensor):
-        pass
+class Labeled(torch.Tensor):
+    """A Python subclass over its own storage, with attributes (one of them a tensor)."""
 
-    with pytest.raises(pickled.NotPicklable, match="Plain whose own pickling keeps raw storage"):
-        pickled.dumps((torch.randn(2).as_subclass(Plain),))
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206 - torch's protocol
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_python_subclass_is_retyped_with_its_attributes() -> None:
+    scale = torch.randn(3)
+    x = torch.randn(3).as_subclass(Labeled).requires_grad_()
+    x.label, x.scale = "t", scale
+    back, back_scale = pickled.loads(pickled.dumps((x, scale)))
+    assert type(back) is Labeled and back.dtype == torch.float64 and back.requires_grad and back.is_leaf
+    assert back.label == "t" and back.scale is back_scale  # shared tensors stay shared
+    assert torch.equal(back.as_subclass(torch.Tensor), x.detach().as_subclass(torch.Tensor).double())
+
+
+def test_subclass_that_refuses_pickling_is_refused_with_the_reason() -> None:
+    class Refusing(torch.Tensor):
+        @staticmethod
+        def __new__(cls, data):  # noqa: ANN001, ANN205
+            return torch.Tensor._make_wrapper_subclass(cls, data.shape, dtype=data.dtype)
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+            raise NotImplementedError(func)
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+            raise RuntimeError(f"no {func.__name__}")
+
+    with pytest.raises(pickled.NotPicklable, match=r"Refusing that can't be pickled \(RuntimeError: no __reduce_ex__\)"):
+        pickled.dumps((Refusing(torch.randn(2)),))
 
 
 def _project(pytester: pytest.Pytester, name: str, wrong: bool) -> None:
@@ -204,7 +257,7 @@ def test_subclass_arguments_are_recorded_replayed_and_checked(pytester: pytest.P
         project = pytester.path / name
         monkeypatch.chdir(project)
         result = pytester.runpytest_subprocess("test_usage.py", "--autograd-record", "-p", "no:cacheprovider")
-        result.assert_outcomes(passed=3)
+        result.assert_outcomes(passed=4)
         data = json.loads((project / ".autograd-lint" / "inputs.json").read_text())
         args = {key.rsplit(".", 1)[-1]: entry["cases"][0]["args"] for key, entry in data["functions"].items()}
         assert args["MaskedScale"][1]["tensor"]["subclass"] == "torch.masked.maskedtensor.core.MaskedTensor"
@@ -212,7 +265,7 @@ def test_subclass_arguments_are_recorded_replayed_and_checked(pytester: pytest.P
         assert args["PerSampleLinear"][1]["tensor"]["subclass"].endswith(".ExpandedWeight")
         generated = gen_tests(project, "ops.py", "--out", "generated")
         assert generated.returncode == 0, generated.stderr
-        assert "4 recorded" in generated.stdout, generated.stdout
+        assert "5 recorded" in generated.stdout, generated.stdout
         text = (project / "generated" / "test_gradcheck_ops.py").read_text()
         assert 'id="recorded-NestedTensor-2xjx3-3"' in text
         monkeypatch.chdir(pytester.path)
@@ -221,8 +274,9 @@ def test_subclass_arguments_are_recorded_replayed_and_checked(pytester: pytest.P
                                       f"--junitxml={project / 'report.xml'}")
     correct = outcomes_by_class(pytester.path / "correct" / "report.xml")
     # MaskedDouble has no plain input: gradcheck and gradgradcheck skip, its gradients' structure is checked.
+    # Labeled, over its own storage, is perturbed like a plain tensor.
     assert {name: dict(counts) for name, counts in correct.items()} == {
         "TestMaskedScale": {"passed": 4}, "TestMaskedDouble": {"passed": 1, "skipped": 2},
-        "TestRaggedScale": {"passed": 3}, "TestPerSampleLinear": {"passed": 4}}
+        "TestRaggedScale": {"passed": 3}, "TestPerSampleLinear": {"passed": 4}, "TestLabeledSquare": {"passed": 3}}
     wrong = outcomes_by_class(pytester.path / "wrong" / "report.xml")
     assert all(counts["failed"] >= 1 for counts in wrong.values()), wrong
