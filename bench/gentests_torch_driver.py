@@ -215,3 +215,18 @@ def test_higher_order_ops_eager():
     except Exception as error:  # noqa: BLE001
         outcomes["flex_attention"] = f"{type(error).__name__}: {str(error)[:80]}"
     print(outcomes)
+
+
+def test_foreach_map_compiled_eager_backend():
+    """driver input: foreach_map under torch.compile(backend="eager"), as inductor's foreach tests call it.
+
+    The eager backend runs the captured graph in Python, so the higher-order op's
+    autograd Function (BaseHOPFunction) is applied to real tensors, outside tracing.
+    """
+    from torch._higher_order_ops import foreach_map
+    a, b = (torch.randn(4, 3, dtype=torch.float64, requires_grad=True) for _ in range(2))
+
+    def products(x, y):
+        return foreach_map(torch.mul, [x, y], [y, x])
+
+    _differentiate(torch.compile(products, backend="eager", fullgraph=True)(a, b))
