@@ -230,3 +230,23 @@ def test_foreach_map_compiled_eager_backend():
         return foreach_map(torch.mul, [x, y], [y, x])
 
     _differentiate(torch.compile(products, backend="eager", fullgraph=True)(a, b))
+
+
+def test_leaf_function_compiled_eager_backend():
+    """driver input: a @leaf_function under torch.compile(backend="eager"), as its docstring's example.
+
+    At run time the eager backend calls the invoke_leaf_function higher-order op on
+    real tensors, which applies InvokeLeafFunctionAutogradOp.
+    """
+    from torch._dynamo.decorators import leaf_function
+
+    @leaf_function
+    def scaled(x, y):
+        return (x * y.sin(),)
+
+    @scaled.register_fake
+    def scaled_fake(x, y):
+        return (torch.empty_like(x),)
+
+    a, b = (torch.randn(3, 4, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    _differentiate(torch.compile(lambda x, y: scaled(x, y)[0] * 2, backend="eager", fullgraph=True)(a, b))
