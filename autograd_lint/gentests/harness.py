@@ -285,7 +285,7 @@ def _is_subclass(value: Any) -> bool:
 
 
 def _plain_parts(value: torch.Tensor) -> list[torch.Tensor]:
-    """The plain tensors whose values a gradient holds: itself, or a subclass's inner tensors.
+    """The plain tensors whose values ``value`` (an output, a gradient) holds: itself, or a subclass's inner ones.
 
     A subclass without ``__tensor_flatten__`` gives none: a ``MaskedTensor``'s
     masked-out entries hold no value, so its data can't be asked to be finite.

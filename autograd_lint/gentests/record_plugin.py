@@ -136,12 +136,16 @@ class _ArgumentEncoder:
         """The structure of an argument :meth:`encode` refuses: kept with a pickle of the call."""
         torch = self.torch
         if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
-            # A subclass (MaskedTensor, a jagged nested tensor, ExpandedWeight) may refuse .requires_grad
-            # and .layout, and a jagged size is not an integer: its type and what it overrides.
+            # A subclass (MaskedTensor, a jagged nested tensor, ExpandedWeight), by its type and what every
+            # subclass reports: a jagged size is a nested int (-1 here), ExpandedWeight refuses .requires_grad.
             kind = type(value)
+            try:
+                requires_grad = bool(value.requires_grad)
+            except RuntimeError:  # ExpandedWeight's __torch_function__ refuses it
+                requires_grad = False
             return {"tensor": {"shape": [size if isinstance(size, int) else -1 for size in value.shape],  # -1: ragged
                                "dtype": str(value.dtype).removeprefix("torch."), "device": str(value.device),
-                               "requires_grad": False, "subclass": f"{kind.__module__}.{kind.__qualname__}"}}
+                               "requires_grad": requires_grad, "subclass": f"{kind.__module__}.{kind.__qualname__}"}}
         if isinstance(value, torch.Tensor):
             described = {"shape": [int(size) for size in value.shape], "dtype": str(value.dtype).removeprefix("torch."),
                          "device": str(value.device), "requires_grad": bool(value.requires_grad)}
