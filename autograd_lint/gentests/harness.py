@@ -9,12 +9,15 @@ gradcheck) happens here so that the generated files stay short and readable.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import itertools
 import math
 import os
 import re
 import sys
+import time
 import traceback
 import types
 import warnings
@@ -58,6 +61,11 @@ SEED = 0
 # Jacobian (fast mode) instead of all of it: recorded shapes can be large, and a
 # wrong formula changes a random projection just as surely.
 FAST_MODE_THRESHOLD = 64
+# Seconds one check of the gradcheck family may take (environment, 0 = no limit).  A
+# recorded case can be large (50x50 matrices, a 500-step SDE): a gradgradcheck of it
+# runs for hours, and a suite that never ends gives no verdict at all.
+CHECK_SECONDS_VARIABLE = "AUTOGRAD_LINT_CHECK_SECONDS"
+DEFAULT_CHECK_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -718,6 +726,7 @@ def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Seque
         for position in transposed:
             if full[position].is_contiguous():  # symmetrised: a new tensor
                 full[position] = full[position].mT.contiguous().mT
+        _stop_if_over_budget()
         # The same random numbers at every call: a forward that draws some (a random
         # start vector, a dropout mask) is then a function finite differences can check.
         with torch.random.fork_rng(devices=[]):
@@ -826,6 +835,66 @@ def _float32_verdict(function: Any, case: Case, args: tuple[Any, ...], run: Call
     return f"{header}: passes (the mismatch is below what float32 resolves)"
 
 
+class _OverBudget(BaseException):
+    """Raised at a call of forward past the deadline; a BaseException, so that the checks' ``except Exception`` let it by."""
+
+
+def _check_seconds() -> float:
+    text = os.environ.get(CHECK_SECONDS_VARIABLE, "").strip()
+    try:
+        return max(float(text), 0.0) if text else DEFAULT_CHECK_SECONDS
+    except ValueError:
+        return DEFAULT_CHECK_SECONDS
+
+
+# The monotonic time the running check must end by; None outside a check or without a limit.
+_deadline: list[float | None] = [None]
+
+
+def _stop_if_over_budget() -> None:
+    """Called before each call of forward: where a check can be stopped without harm.
+
+    Not a timer signal: an exception raised asynchronously can land inside an
+    import torch makes lazily (sympy), leaving that module half-imported and every
+    later test failing with no bug behind it.  Every gradcheck-family check calls
+    forward again and again (each finite difference), so the limit is still kept to
+    within one forward and backward.
+    """
+    deadline = _deadline[0]
+    if deadline is not None and time.monotonic() > deadline:
+        raise _OverBudget
+
+
+@contextlib.contextmanager
+def _time_budget(function: Any, check: str) -> Iterator[None]:
+    """Skip the running check, with the reason, when it outlasts :data:`CHECK_SECONDS_VARIABLE`.
+
+    A check cut short says its verdict is unknown; it never counts as a failure,
+    which would claim a bug nobody saw.
+    """
+    seconds = _check_seconds()
+    previous = _deadline[0]
+    _deadline[0] = time.monotonic() + seconds if seconds else None
+    try:
+        yield
+    except _OverBudget:
+        pytest.skip(f"{function.__qualname__}: {check} did not finish within {seconds:g} s on this case; its verdict "
+                    f"is unknown (a large recorded case: record a smaller call, or set {CHECK_SECONDS_VARIABLE} to "
+                    "more seconds, 0 for no limit)")
+    finally:
+        _deadline[0] = previous
+
+
+def _within_time_budget(run_check: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(run_check)
+    def budgeted(check: str, what: str, function: Any, *args: Any, **kwargs: Any) -> None:
+        with _time_budget(function, check):
+            run_check(check, what, function, *args, **kwargs)
+
+    return budgeted
+
+
+@_within_time_budget
 def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callable[..., bool], *, atol: float,
                    rtol: float, double_backward: bool = False, non_contiguous: bool = False, **options: Any) -> None:
     """Run gradcheck (or gradgradcheck) ``run``; on failure, fail with what was compared on which inputs.

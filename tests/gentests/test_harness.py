@@ -371,3 +371,33 @@ def test_a_recorded_case_forward_refuses_skips_with_forwards_error_not_a_request
     message = str(skipped.value)
     assert "forward raised AssertionError: Expecting input to have dtype torch.float32" in message
     assert "in float64" in message and "--autograd-record" not in message
+
+
+class Slow(torch.autograd.Function):
+    """A forward that takes a tenth of a second: gradgradcheck of it runs for seconds."""
+
+    @staticmethod
+    def forward(ctx, x):
+        import time
+
+        time.sleep(0.1)
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def test_a_check_over_its_time_budget_is_skipped_as_unfinished_not_failed(monkeypatch) -> None:
+    # linear-operator's recorded 50x50 cases: a gradgradcheck ran for hours, and no verdict came.
+    monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0.5")
+    case = Case((tensor((3,)),))
+    with pytest.raises(pytest.skip.Exception, match=r"Slow: gradcheck did not finish within 0\.5 s on this case; "
+                                                    r"its verdict is unknown"):
+        harness.check_gradcheck(Slow, case)
+    # No deadline is left behind, and without a limit the same check passes.
+    assert harness._deadline == [None]
+    monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0")
+    harness.check_gradcheck(Slow, case)
