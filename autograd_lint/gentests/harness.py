@@ -9,6 +9,7 @@ gradcheck) happens here so that the generated files stay short and readable.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import math
@@ -83,6 +84,18 @@ SCALAR_CANDIDATES = (2, 0.5, 1)
 
 
 @dataclass(frozen=True)
+class RecordedProcessGroup:
+    """The default process group a case was recorded under (see :func:`recorded_process_group`)."""
+
+    backend: str
+    world_size: int
+    rank: int = 0
+    # The device mesh an argument held (a DeviceMesh, a DTensor's).
+    mesh_device: str | None = None
+    mesh_shape: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Case:
     """One input case: the positional arguments of ``apply``, tensors as :class:`TensorArg`.
 
@@ -94,9 +107,10 @@ class Case:
     with_function: bool = False
     # Value domains to try first (evidence in forward, see :mod:`.domains`), by name.
     domains: tuple[str, ...] = ()
+    process_group: RecordedProcessGroup | None = None
 
 
-def recorded(*chunks: str, function: bool = False) -> Case:
+def recorded(*chunks: str, function: bool = False, process_group: RecordedProcessGroup | None = None) -> Case:
     """A recorded call whose arguments were pickled whole (objects, callables, sparse tensors).
 
     Every call of the case unpickles them afresh: floating tensors in float64,
@@ -106,7 +120,7 @@ def recorded(*chunks: str, function: bool = False) -> Case:
     With ``function``, the pickle starts with the Function class: one defined inside
     a function, which :func:`recorded_function` gives the test.
     """
-    return Case((), "".join(chunks), function)
+    return Case((), "".join(chunks), function, process_group=process_group)
 
 
 _recorded_functions: dict[str, Any] = {}
@@ -203,17 +217,72 @@ def any_tensor(dtype: str = "float64", requires_grad: bool = True) -> TensorArg:
     return TensorArg(None, dtype, "cpu", requires_grad)
 
 
+def _device_available(kind: str) -> bool:
+    """Whether this machine has a device of type ``kind`` (``cpu``, ``cuda``, ``mps``...)."""
+    module = getattr(torch, kind, None)
+    return kind == "cpu" or (module is not None and bool(module.is_available()))
+
+
 def requires_device(device: str) -> pytest.MarkDecorator:
     """Skip a case recorded on ``device`` (``cuda``, ``cuda:1``, ``mps``...) where it is missing."""
     kind = torch.device(device).type
-    if kind == "cpu":
-        available = True
-    else:
-        module = getattr(torch, kind, None)
-        available = module is not None and bool(module.is_available())
     return pytest.mark.skipif(
-        not available, reason=f"case recorded on {device}; {kind} is not available here"
+        not _device_available(kind), reason=f"case recorded on {device}; {kind} is not available here"
     )
+
+
+def _replay_backend(recorded: str) -> str | None:
+    """The backend to replay a case recorded with ``recorded`` in: itself where it runs here, else gloo.
+
+    ``recorded`` is a backend name (``nccl``) or per-device ones (``cpu:gloo,cuda:nccl``).
+    A backend runs here when torch has it and a device it serves is present. None: not even gloo.
+    """
+    distributed = torch.distributed
+
+    def runs(name: str, devices: Sequence[str]) -> bool:
+        return bool(distributed.is_backend_available(name)) and any(_device_available(d) for d in devices)
+
+    parts = [part.strip().split(":") for part in recorded.split(",")]
+    if all(runs(part[-1], [part[0]] if len(part) == 2 else distributed.Backend.backend_capability.get(part[-1], []))
+           for part in parts):
+        return recorded
+    return "gloo" if runs("gloo", ["cpu"]) else None
+
+
+@contextlib.contextmanager
+def recorded_process_group(case: Case | None) -> Iterator[None]:
+    """Run the body under the process group ``case`` was recorded under, if any.
+
+    A Function that calls a collective (``torch.distributed.nn``'s, DDP's and
+    FSDP's hooks, DTensor's redistribution) needs an initialised default process
+    group.  A case recorded in a world of one process runs under a single-process
+    group made here (rank 0, an in-memory ``HashStore``, the recorded backend where
+    it runs, else gloo), destroyed afterwards; the collectives are then the identity
+    or a copy, as they were when recorded, so the checks judge the Function's own
+    arithmetic.  An initialised group (the test run's own) is used as it is.  A case
+    recorded in a larger world is skipped: one process can't play the other ranks.
+    """
+    group = case.process_group if case is not None else None
+    if group is None:
+        yield
+        return
+    if group.world_size != 1:
+        pytest.skip(f"recorded in a process group of world size {group.world_size}; a replay in one process "
+                    "can't reproduce its collectives")
+    distributed = torch.distributed
+    if not distributed.is_available():
+        pytest.skip("recorded in a process group; this build of torch has no torch.distributed")
+    if distributed.is_initialized():
+        yield
+        return
+    backend = _replay_backend(group.backend)
+    if backend is None:
+        pytest.skip(f"recorded in a {group.backend} process group; neither {group.backend} nor gloo runs here")
+    distributed.init_process_group(backend, store=distributed.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        distributed.destroy_process_group()
 
 
 def import_subject(module_name: str, test_file: str, root_from_test: str) -> Any:
