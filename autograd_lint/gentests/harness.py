@@ -765,6 +765,33 @@ def _transposable_positions(args: tuple[Any, ...]) -> list[int]:
             and a.dim() >= 2 and a.shape[-1] > 1 and a.shape[-2] > 1]
 
 
+def _written_buffers(function: Any, args: tuple[Any, ...]) -> list[int]:
+    """The tensor arguments without gradient that forward writes into: output buffers.
+
+    torch.distributed.nn's ``reduce_scatter(output, inputs)`` and
+    ``all_to_all_single(output, input)`` write the collective's result into
+    ``output`` and return it.  gradcheck calls the Function many times with the
+    same arguments: each call would overwrite the tensor an earlier call returned,
+    and autograd raises ("Output 0 ... is a view and its base ... has been
+    modified inplace") where separate calls with their own buffers are fine.
+    Found by version counters on one forward call with clones of the candidates.
+    """
+    candidates = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and not a.requires_grad]
+    if not candidates:
+        return []
+    probe = list(args)
+    for position in candidates:
+        probe[position] = args[position].clone()
+    versions = [probe[i]._version for i in candidates]
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(SEED)
+            function.apply(*probe)
+    except Exception:  # noqa: BLE001 - the checks report what goes wrong
+        return []
+    return [i for i, version in zip(candidates, versions) if probe[i]._version != version]
+
+
 def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Sequence[int] = (),
                          ) -> tuple[DifferentiableCall, tuple[torch.Tensor, ...]]:
     """``apply`` as a function of the inputs that require grad, returning differentiable outputs.
@@ -775,13 +802,18 @@ def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Seque
     backward is only defined for symmetric inputs), and the checked gradient is
     backward's projected onto symmetric matrices.  Every call seeds torch's CPU
     random generator alike (inside a forked RNG state).  The inputs at ``transposed``,
-    laid out transposed in memory, stay so after symmetrisation.
+    laid out transposed in memory, stay so after symmetrisation.  An output buffer
+    (see :func:`_written_buffers`) is cloned at every call, as separate calls
+    allocate their own.
     """
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
     symmetric = set(_symmetric_positions(args, positions))
+    buffers = _written_buffers(function, args)
 
     def call(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         full = list(args)
+        for position in buffers:
+            full[position] = full[position].clone()
         for position, value in zip(positions, inputs):
             full[position] = (value + value.mT) / 2 if position in symmetric else value
         for position in transposed:

@@ -371,3 +371,23 @@ def test_a_recorded_case_forward_refuses_skips_with_forwards_error_not_a_request
     message = str(skipped.value)
     assert "forward raised AssertionError: Expecting input to have dtype torch.float32" in message
     assert "in float64" in message and "--autograd-record" not in message
+
+
+class IntoBuffer(torch.autograd.Function):
+    """As torch.distributed.nn's reduce_scatter: forward writes its result into an output buffer and returns it."""
+
+    @staticmethod
+    def forward(ctx, out, x):
+        out.copy_(x * 2)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, grad * 2
+
+
+def test_an_output_buffer_is_cloned_at_every_call_so_gradchecks_calls_are_independent() -> None:
+    # Without: "Output 0 of IntoBuffer is a view and its base ... has been modified inplace", no bug.
+    case = Case((tensor((3,), requires_grad=False), tensor((3,))))
+    harness.check_gradcheck(IntoBuffer, case)
+    harness.check_gradgradcheck(IntoBuffer, case)
