@@ -11,6 +11,7 @@ skips one recorded in a larger world with one exact reason.
 from __future__ import annotations
 
 import json
+import weakref
 
 import pytest
 
@@ -221,3 +222,29 @@ def test_a_larger_world_skips_before_anything_is_initialised() -> None:
     with pytest.raises(pytest.skip.Exception, match=reason), harness.recorded_process_group(_group(world_size=2)):
         pass
     assert not dist.is_initialized()
+
+
+class Holder:
+    """What DDP is to the weak reference it hands its _DDPSink."""
+
+    def __init__(self) -> None:
+        self.weight = torch.ones(2)
+
+
+def test_a_weak_reference_and_the_default_group_are_pickled_by_what_they_refer_to() -> None:
+    from autograd_lint.gentests import pickled
+
+    holder = Holder()
+    with harness.recorded_process_group(_group()):
+        text = pickled.dumps((weakref.ref(holder), dist.distributed_c10d._get_default_group()))
+        other = dist.new_group([0])
+        with pytest.raises(pickled.NotPicklable, match="a process group other than the default one"):
+            pickled.dumps((other,))
+    with pytest.raises(pickled.NotPicklable, match="a dead weak reference"):
+        pickled.dumps((weakref.ref(Holder()),))
+    with harness.recorded_process_group(_group()):
+        reference, group = pickled.loads(text)
+        # Nothing else holds the rebuilt target: the reference keeps it alive.
+        assert isinstance(reference, weakref.ref) and isinstance(reference(), Holder)
+        assert reference().weight.dtype == torch.float64
+        assert group is dist.distributed_c10d._get_default_group()
