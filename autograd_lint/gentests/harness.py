@@ -1157,6 +1157,32 @@ def _check_batched_gradients(function: Any, samples: list[tuple[Any, ...]], atol
             )
 
 
+def _in_backward_pass(call: Callable[[], Any]) -> Any:
+    """``call()`` run from inside a pass of autograd's engine, and its result.
+
+    A backward called directly (``grad_fn.apply``) runs outside the engine, where a
+    backward that queues an engine callback raises ("Final callbacks can only be
+    installed during backward pass": FSDP2's ``RegisterPreBackwardFunction``); in
+    a pass, the callbacks run at its end, as in any backward.
+    """
+    results: list[Any] = []
+
+    class _Run(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, trigger: torch.Tensor) -> torch.Tensor:
+            return trigger.clone()
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                results.append(call())
+            return grad
+
+    trigger = torch.zeros((), requires_grad=True)
+    torch.autograd.grad(_Run.apply(trigger), trigger)
+    return results[0]
+
+
 def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:
     """backward returns ``None`` in the position of every non-tensor input."""
     args = make_args(function, case, compares=False)
@@ -1168,8 +1194,8 @@ def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:
         if isinstance(out, torch.Tensor) else None
         for out in result
     )
-    with torch.no_grad():
-        grads = _outputs_of(node.apply(*grad_outputs))
+    # Called directly, to see what backward returns where the engine would only raise.
+    grads = _outputs_of(_in_backward_pass(lambda: node.apply(*grad_outputs)))
     assert len(grads) >= len(args), (
         f"backward returned {len(grads)} gradients for {len(args)} inputs"
     )

@@ -391,3 +391,22 @@ def test_an_output_buffer_is_cloned_at_every_call_so_gradchecks_calls_are_indepe
     case = Case((tensor((3,), requires_grad=False), tensor((3,))))
     harness.check_gradcheck(IntoBuffer, case)
     harness.check_gradgradcheck(IntoBuffer, case)
+
+
+class QueuesCallback(torch.autograd.Function):
+    """As FSDP2's RegisterPreBackwardFunction: backward queues a callback for the end of the backward pass."""
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        torch.autograd.Variable._execution_engine.queue_callback(lambda: None)
+        return grad * ctx.factor, None
+
+
+def test_backward_is_called_inside_a_backward_pass_where_it_may_queue_callbacks() -> None:
+    # Without: "Final callbacks can only be installed during backward pass", no bug.
+    harness.check_non_tensor_grads_are_none(QueuesCallback, Case((tensor((3,)), 2.0)))
