@@ -239,8 +239,10 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
             names.add("load_reference")
         if plan.checks and marks_inputs_dirty(plan.spec):
             names.add("in_place")
-        if plan.checks and _has_process_group(plan):
-            names.update(("RecordedProcessGroup", "recorded_process_group"))
+        if _has_process_group(plan):
+            names.add("RecordedProcessGroup")
+            if plan.checks:
+                names.add("recorded_process_group")
         for case in plan.inputs.cases:
             if case.pickled is not None:
                 names.add("recorded")
