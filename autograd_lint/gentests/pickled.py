@@ -12,6 +12,10 @@ format and a replay can rebuild each tensor in float64: a tensor that appears
 twice (a parameter inside a module and in ``args``) is rebuilt once, and gradcheck's
 in-place perturbation of an argument reaches the object that holds it.
 
+The text stored in the recording is ``base64(zlib(pickle))``.  Loading it runs
+the code a pickle names, like any pickle: a recording is trusted input, written
+by your own test run.  This module imports torch only inside its functions.
+
 Two references are kept by what they refer to: a ``weakref.ref`` (DDP hands its
 ``_DDPSink`` a weak reference to itself) is rebuilt as a reference that keeps its
 target alive as long as the arguments (nothing else holds the unpickled
@@ -19,10 +23,6 @@ target), and the default ``torch.distributed`` process group (FSDP's state holds
 it) as the default group of the replay, which runs under one of its own (see
 ``harness.recorded_process_group``).  A dead reference, or another group, can't
 be rebuilt.
-
-The text stored in the recording is ``base64(zlib(pickle))``.  Loading it runs
-the code a pickle names, like any pickle: a recording is trusted input, written
-by your own test run.  This module imports torch only inside its functions.
 """
 
 from __future__ import annotations
