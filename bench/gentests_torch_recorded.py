@@ -5,7 +5,8 @@ Usage (from the repository root, with expecttest installed beside torch)::
     python bench/gentests_torch_recorded.py --work /tmp/torchrec
 
 1. records ``bench/gentests_torch_driver.py`` (``pytest --autograd-record-torch``;
-   see that file for why it stands in for torch's test files);
+   see that file for why it stands in for torch's test files; ``--driver`` names
+   another, ``bench/gentests_torch_cuda_driver.py`` on a machine with a GPU);
 2. ``autograd-lint gen-tests --isolated TORCH_DIR``, without and with ``--inputs``;
 3. runs both generated suites (``test_gradcheck_*.py``) and prints, per Function
    (generated test class), ran / passed / failed / skipped, the totals over torch's
@@ -32,7 +33,8 @@ WORKTREE = Path(__file__).resolve().parents[1]
 
 def run(command: list[str], cwd: Path) -> float:
     start = time.perf_counter()
-    subprocess.run(command, cwd=cwd, env={**os.environ, "PYTHONPATH": str(WORKTREE)}, check=False,
+    path = os.pathsep.join(filter(None, (str(WORKTREE), os.environ.get("PYTHONPATH"))))
+    subprocess.run(command, cwd=cwd, env={**os.environ, "PYTHONPATH": path}, check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
@@ -71,6 +73,8 @@ def verdict(counts: Counter[str]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/torchrec"))
+    parser.add_argument("--driver", type=Path, default=WORKTREE / "bench" / "gentests_torch_driver.py",
+                        help="the test file whose calls are recorded (the CUDA one: gentests_torch_cuda_driver.py)")
     args = parser.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -81,7 +85,7 @@ def main() -> int:
     recording = work / "inputs.json"
     recording.unlink(missing_ok=True)
     seconds = {"record": run([python, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                              str(WORKTREE / "bench" / "gentests_torch_driver.py"),
+                              str(args.driver.resolve()),
                               f"--autograd-record-file={recording}", "--autograd-record-torch"], WORKTREE)}
     results = {}
     for label, extra in (("without", []), ("with", ["--inputs", str(recording)])):
@@ -91,7 +95,8 @@ def main() -> int:
         run([python, "-m", "autograd_lint", "gen-tests", "--isolated", "--out", str(out), *extra, torch_dir], work)
         report = work / f"junit-{label}.xml"
         seconds[label] = run([python, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                              *sorted(str(p) for p in out.glob("test_gradcheck_*.py")), f"--junitxml={report}"], work)
+                              *sorted(str(p) for p in out.glob("test_gradcheck_*.py")), "--continue-on-collection-errors",
+                              f"--junitxml={report}"], work)
         results[label] = outcomes(report)
     before, _ = results["without"]
     after, failures = results["with"]

@@ -244,6 +244,9 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
             if plan.checks:
                 names.add("recorded_process_group")
         for case in plan.inputs.cases:
+            # A pickled case on a device is marked like any other (a CUDA call whose arguments are pickled).
+            if case.devices:
+                names.add("requires_device")
             if case.pickled is not None:
                 names.add("recorded")
                 if case.with_function:
@@ -254,8 +257,6 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
                     names.add("tensor" if arg.shape is not None else "any_tensor")
                 elif isinstance(arg, ScalarInput):
                     names.add("any_scalar")
-            if case.devices:
-                names.add("requires_device")
     return sorted(names)
 
 

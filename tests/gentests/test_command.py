@@ -186,6 +186,28 @@ def test_recorded_cuda_cases_are_skipped_where_cuda_is_missing(pytester: pytest.
         result.stdout.fnmatch_lines(["SKIPPED *case recorded on cuda:0; cuda is not available here"])
 
 
+def test_a_pickled_cuda_case_is_marked_and_its_module_collects(pytester: pytest.Pytester) -> None:
+    # Recorded on a GPU machine: flex_attention's Function, its GraphModules pickled with
+    # the CUDA tensors. The generated module used requires_device without importing it.
+    torch = pytest.importorskip("torch")
+    from autograd_lint.gentests import pickled
+
+    project = write_project(pytester.path)
+    payload = pickled.dumps((torch.ones(4, requires_grad=True),))
+    recording = {"format": 1, "functions": {"pkg.ops.Square": {
+        "module": "pkg.ops", "qualname": "Square", "path": "pkg/ops.py",
+        "cases": [{"calls": 1, "pickled": payload, "args": [
+            {"tensor": {"shape": [4], "dtype": "float32", "device": "cuda:0", "requires_grad": True}}]}]}}}
+    Path("inputs.json").write_text(json.dumps(recording))
+    assert gen("--inputs", "inputs.json") == 0
+    text = GENERATED.read_text()
+    assert 'marks=requires_device("cuda:0")' in text
+    result = pytester.runpytest_subprocess(str(project / OUT), "-rs", "-p", "no:cacheprovider")
+    if not torch.cuda.is_available():
+        result.stdout.fnmatch_lines(["SKIPPED *case recorded on cuda:0; cuda is not available here"])
+    assert result.ret == pytest.ExitCode.OK
+
+
 def test_a_module_whose_dependency_is_missing_is_skipped_not_an_error(pytester: pytest.Pytester) -> None:
     # torch's own CUDA-only kernels import `cuda.bindings` at the top: on a CPU
     # machine their generated tests were a collection error, a failure with no bug.
