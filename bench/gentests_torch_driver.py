@@ -319,3 +319,38 @@ def test_local_tensor_contiguous():
     with LocalTensorMode(2):
         x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
         _differentiate(x.t().contiguous())
+
+
+def test_foreach_map_compiled_eager_backend():
+    """driver input: foreach_map under torch.compile(backend="eager"), as inductor's foreach tests call it.
+
+    The eager backend runs the captured graph in Python, so the higher-order op's
+    autograd Function (BaseHOPFunction) is applied to real tensors, outside tracing.
+    """
+    from torch._higher_order_ops import foreach_map
+    a, b = (torch.randn(4, 3, dtype=torch.float64, requires_grad=True) for _ in range(2))
+
+    def products(x, y):
+        return foreach_map(torch.mul, [x, y], [y, x])
+
+    _differentiate(torch.compile(products, backend="eager", fullgraph=True)(a, b))
+
+
+def test_leaf_function_compiled_eager_backend():
+    """driver input: a @leaf_function under torch.compile(backend="eager"), as its docstring's example.
+
+    At run time the eager backend calls the invoke_leaf_function higher-order op on
+    real tensors, which applies InvokeLeafFunctionAutogradOp.
+    """
+    from torch._dynamo.decorators import leaf_function
+
+    @leaf_function
+    def scaled(x, y):
+        return (x * y.sin(),)
+
+    @scaled.register_fake
+    def scaled_fake(x, y):
+        return (torch.empty_like(x),)
+
+    a, b = (torch.randn(3, 4, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    _differentiate(torch.compile(lambda x, y: scaled(x, y)[0] * 2, backend="eager", fullgraph=True)(a, b))
