@@ -248,3 +248,12 @@ def test_a_weak_reference_and_the_default_group_are_pickled_by_what_they_refer_t
         assert isinstance(reference, weakref.ref) and isinstance(reference(), Holder)
         assert reference().weight.dtype == torch.float64
         assert group is dist.distributed_c10d._get_default_group()
+
+
+def test_a_mesh_on_another_device_is_a_device_the_case_needs() -> None:
+    from autograd_lint.gentests.inputs import InputCase, ProcessGroupInput, TensorInput
+
+    group = ProcessGroupInput("nccl", 1, mesh_device="cuda", mesh_shape=(1,))
+    # requires_device marks skip such a case where the device is missing, as for a tensor recorded there.
+    assert InputCase((TensorInput((3,)),), process_group=group).devices == ("cuda",)
+    assert InputCase((TensorInput((3,)),), process_group=ProcessGroupInput("gloo", 1, mesh_device="cpu")).devices == ()
