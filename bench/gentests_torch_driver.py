@@ -14,8 +14,30 @@ tests use, they are used as they are:
   ``call_for_per_sample_grads``.
 
 The other CPU-callable Functions are called through their public entry points
-with small inputs written here (marked "driver input" below).  Functions that
-need CUDA, a process group or RPC are not called.  Usage (docs/accuracy.md,
+with small inputs written here (marked "driver input" below).
+
+torch's distributed tests spawn two or more ranks (``TestDistributedNNFunctionsGloo``
+of ``test/distributed/test_c10d_spawn_gloo.py`` even needs two GPUs); here the
+distributed entry points run under a single-process gloo group (the
+``process_group`` fixture: rank 0 of 1, an in-memory store), where each collective
+is the identity or a copy, and the recording keeps that group for the replay:
+
+* the ten differentiable collectives of ``torch.distributed.nn.functional``, for
+  ``TestDistributedNNFunctionsGloo``;
+* ``DistributedDataParallel`` with ``find_unused_parameters`` (``_DDPSink``), for
+  the DDP tests of ``test/distributed/test_c10d_gloo.py``;
+* FSDP2's ``fully_shard`` (``RegisterPostBackwardFunction``; under ``torch.func.jvp``
+  also ``RegisterPreBackwardFunction``), for ``test/distributed/_composable/fsdp/``;
+* ``DTensor.from_local``, ``redistribute`` and ``to_local`` on a 1-device mesh,
+  for ``test/distributed/tensor/test_dtensor.py``;
+* ``LocalTensor.contiguous()`` under ``LocalTensorMode``, which simulates ranks
+  without a group, for ``test/distributed/test_local_tensor.py``.
+
+Not called: CUDA-only Functions; ``SyncBatchNorm`` (its module refuses CPU input,
+and in a world of one it calls ``F.batch_norm``, not the Function);
+the three ``dist_autograd_test`` Functions, which raise on purpose
+outside their own test's state (a class flag, a released context, a count of
+distributed backward passes), RPC or not.  Usage (docs/accuracy.md,
 "torch's own Functions with recordings")::
 
     pytest -p no:cacheprovider -q bench/gentests_torch_driver.py \\
@@ -215,6 +237,88 @@ def test_higher_order_ops_eager():
     except Exception as error:  # noqa: BLE001
         outcomes["flex_attention"] = f"{type(error).__name__}: {str(error)[:80]}"
     print(outcomes)
+
+
+@pytest.fixture
+def process_group():
+    """A single-process gloo group (rank 0 of 1, in-memory store), destroyed after the test."""
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_backend_available("gloo"):
+        pytest.skip("torch.distributed with gloo is not available")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield dist
+    dist.destroy_process_group()
+
+
+def test_distributed_nn_functional(process_group):
+    """driver input: the 10 differentiable collectives of torch.distributed.nn.functional in world size 1."""
+    from torch.distributed.nn import functional as collectives
+
+    def x():
+        return torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+
+    calls = {
+        "broadcast": lambda: collectives.broadcast(x(), src=0),
+        "gather": lambda: collectives.gather(x(), dst=0),
+        "scatter": lambda: collectives.scatter([x()], src=0),
+        "reduce": lambda: collectives.reduce(x(), dst=0),
+        "reduce_scatter": lambda: collectives.reduce_scatter(torch.zeros(3, 4, dtype=torch.float64), [x()]),
+        "all_gather": lambda: collectives.all_gather(x()),
+        "_all_gather_base": lambda: collectives._all_gather_base(torch.zeros(3, 4, dtype=torch.float64), x()),
+        "all_to_all": lambda: collectives.all_to_all([torch.zeros(3, 4, dtype=torch.float64)], [x()]),
+        "all_to_all_single": lambda: collectives.all_to_all_single(torch.zeros(3, 4, dtype=torch.float64), x()),
+        "all_reduce": lambda: collectives.all_reduce(x()),
+    }
+    outcomes = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated in favour of _functional_collectives
+        for name, call in calls.items():
+            try:
+                _differentiate(call())
+                outcomes[name] = "ok"
+            except Exception as error:  # noqa: BLE001 - recorded when forward returned
+                outcomes[name] = f"{type(error).__name__}: {str(error)[:80]}"
+    print(outcomes)
+
+
+def test_ddp_sink(process_group):
+    """driver input: DistributedDataParallel on CPU with find_unused_parameters (_DDPSink)."""
+    from torch.nn.parallel import DistributedDataParallel
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "did not find any unused parameters"
+        model = DistributedDataParallel(torch.nn.Linear(4, 2).double(), find_unused_parameters=True)
+        _differentiate(model(torch.randn(3, 4, dtype=torch.float64, requires_grad=True)))
+
+
+def test_fsdp2_fully_shard(process_group):
+    """driver input: FSDP2's fully_shard on CPU, forward and backward (RegisterPostBackwardFunction), and
+    torch.func.jvp of it (RegisterPreBackwardFunction, which FSDP2 applies only under functorch transforms)."""
+    from torch.distributed.fsdp import fully_shard
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)).double()
+    fully_shard(model)
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    _differentiate(model(x))
+    torch.func.jvp(model, (x.detach(),), (torch.ones(3, 4, dtype=torch.float64),))
+
+
+def test_dtensor_on_a_one_device_mesh(process_group):
+    """driver input: DTensor.from_local, redistribute and to_local on a 1-device CPU mesh
+    (_FromTorchTensor, Redistribute, NestedRedistribute in its backward, _ToTorchTensor)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    mesh = init_device_mesh("cpu", (1,))
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    sharded = DTensor.from_local(x, mesh, [Shard(0)])
+    _differentiate(sharded.redistribute(mesh, [Replicate()]).to_local())
+
+
+def test_local_tensor_contiguous():
+    """driver input: LocalTensor.contiguous() under LocalTensorMode (_LocalContiguous); it simulates
+    its ranks in one process, without a process group."""
+    from torch.distributed._local_tensor import LocalTensorMode
+    with LocalTensorMode(2):
+        x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+        _differentiate(x.t().contiguous())
 
 
 def test_foreach_map_compiled_eager_backend():

@@ -9,12 +9,15 @@ gradcheck) happens here so that the generated files stay short and readable.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import itertools
 import math
 import os
 import re
 import sys
+import time
 import traceback
 import types
 import warnings
@@ -58,6 +61,11 @@ SEED = 0
 # Jacobian (fast mode) instead of all of it: recorded shapes can be large, and a
 # wrong formula changes a random projection just as surely.
 FAST_MODE_THRESHOLD = 64
+# Seconds one check of the gradcheck family may take (environment, 0 = no limit).  A
+# recorded case can be large (50x50 matrices, a 500-step SDE): a gradgradcheck of it
+# runs for hours, and a suite that never ends gives no verdict at all.
+CHECK_SECONDS_VARIABLE = "AUTOGRAD_LINT_CHECK_SECONDS"
+DEFAULT_CHECK_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,18 @@ SCALAR_CANDIDATES = (2, 0.5, 1)
 
 
 @dataclass(frozen=True)
+class RecordedProcessGroup:
+    """The default process group a case was recorded under (see :func:`recorded_process_group`)."""
+
+    backend: str
+    world_size: int
+    rank: int = 0
+    # The device mesh an argument held (a DeviceMesh, a DTensor's).
+    mesh_device: str | None = None
+    mesh_shape: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Case:
     """One input case: the positional arguments of ``apply``, tensors as :class:`TensorArg`.
 
@@ -94,9 +114,10 @@ class Case:
     with_function: bool = False
     # Value domains to try first (evidence in forward, see :mod:`.domains`), by name.
     domains: tuple[str, ...] = ()
+    process_group: RecordedProcessGroup | None = None
 
 
-def recorded(*chunks: str, function: bool = False) -> Case:
+def recorded(*chunks: str, function: bool = False, process_group: RecordedProcessGroup | None = None) -> Case:
     """A recorded call whose arguments were pickled whole (objects, callables, sparse tensors).
 
     Every call of the case unpickles them afresh: floating tensors in float64,
@@ -106,7 +127,7 @@ def recorded(*chunks: str, function: bool = False) -> Case:
     With ``function``, the pickle starts with the Function class: one defined inside
     a function, which :func:`recorded_function` gives the test.
     """
-    return Case((), "".join(chunks), function)
+    return Case((), "".join(chunks), function, process_group=process_group)
 
 
 _recorded_functions: dict[str, Any] = {}
@@ -204,17 +225,72 @@ def any_tensor(dtype: str = "float64", requires_grad: bool = True) -> TensorArg:
     return TensorArg(None, dtype, "cpu", requires_grad)
 
 
+def _device_available(kind: str) -> bool:
+    """Whether this machine has a device of type ``kind`` (``cpu``, ``cuda``, ``mps``...)."""
+    module = getattr(torch, kind, None)
+    return kind == "cpu" or (module is not None and bool(module.is_available()))
+
+
 def requires_device(device: str) -> pytest.MarkDecorator:
     """Skip a case recorded on ``device`` (``cuda``, ``cuda:1``, ``mps``...) where it is missing."""
     kind = torch.device(device).type
-    if kind == "cpu":
-        available = True
-    else:
-        module = getattr(torch, kind, None)
-        available = module is not None and bool(module.is_available())
     return pytest.mark.skipif(
-        not available, reason=f"case recorded on {device}; {kind} is not available here"
+        not _device_available(kind), reason=f"case recorded on {device}; {kind} is not available here"
     )
+
+
+def _replay_backend(recorded: str) -> str | None:
+    """The backend to replay a case recorded with ``recorded`` in: itself where it runs here, else gloo.
+
+    ``recorded`` is a backend name (``nccl``) or per-device ones (``cpu:gloo,cuda:nccl``).
+    A backend runs here when torch has it and a device it serves is present. None: not even gloo.
+    """
+    distributed = torch.distributed
+
+    def runs(name: str, devices: Sequence[str]) -> bool:
+        return bool(distributed.is_backend_available(name)) and any(_device_available(d) for d in devices)
+
+    parts = [part.strip().split(":") for part in recorded.split(",")]
+    if all(runs(part[-1], [part[0]] if len(part) == 2 else distributed.Backend.backend_capability.get(part[-1], []))
+           for part in parts):
+        return recorded
+    return "gloo" if runs("gloo", ["cpu"]) else None
+
+
+@contextlib.contextmanager
+def recorded_process_group(case: Case | None) -> Iterator[None]:
+    """Run the body under the process group ``case`` was recorded under, if any.
+
+    A Function that calls a collective (``torch.distributed.nn``'s, DDP's and
+    FSDP's hooks, DTensor's redistribution) needs an initialised default process
+    group.  A case recorded in a world of one process runs under a single-process
+    group made here (rank 0, an in-memory ``HashStore``, the recorded backend where
+    it runs, else gloo), destroyed afterwards; the collectives are then the identity
+    or a copy, as they were when recorded, so the checks judge the Function's own
+    arithmetic.  An initialised group (the test run's own) is used as it is.  A case
+    recorded in a larger world is skipped: one process can't play the other ranks.
+    """
+    group = case.process_group if case is not None else None
+    if group is None:
+        yield
+        return
+    if group.world_size != 1:
+        pytest.skip(f"recorded in a process group of world size {group.world_size}; a replay in one process "
+                    "can't reproduce its collectives")
+    distributed = torch.distributed
+    if not distributed.is_available():
+        pytest.skip("recorded in a process group; this build of torch has no torch.distributed")
+    if distributed.is_initialized():
+        yield
+        return
+    backend = _replay_backend(group.backend)
+    if backend is None:
+        pytest.skip(f"recorded in a {group.backend} process group; neither {group.backend} nor gloo runs here")
+    distributed.init_process_group(backend, store=distributed.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        distributed.destroy_process_group()
 
 
 def import_subject(module_name: str, test_file: str, root_from_test: str) -> Any:
@@ -760,6 +836,33 @@ def _transposable_positions(args: tuple[Any, ...]) -> list[int]:
             and a.dim() >= 2 and a.shape[-1] > 1 and a.shape[-2] > 1]
 
 
+def _written_buffers(function: Any, args: tuple[Any, ...]) -> list[int]:
+    """The tensor arguments without gradient that forward writes into: output buffers.
+
+    torch.distributed.nn's ``reduce_scatter(output, inputs)`` and
+    ``all_to_all_single(output, input)`` write the collective's result into
+    ``output`` and return it.  gradcheck calls the Function many times with the
+    same arguments: each call would overwrite the tensor an earlier call returned,
+    and autograd raises ("Output 0 ... is a view and its base ... has been
+    modified inplace") where separate calls with their own buffers are fine.
+    Found by version counters on one forward call with clones of the candidates.
+    """
+    candidates = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and not a.requires_grad]
+    if not candidates:
+        return []
+    probe = list(args)
+    for position in candidates:
+        probe[position] = args[position].clone()
+    versions = [probe[i]._version for i in candidates]
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(SEED)
+            function.apply(*probe)
+    except Exception:  # noqa: BLE001 - the checks report what goes wrong
+        return []
+    return [i for i, version in zip(candidates, versions) if probe[i]._version != version]
+
+
 def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Sequence[int] = (),
                          ) -> tuple[DifferentiableCall, tuple[torch.Tensor, ...]]:
     """``apply`` as a function of the inputs that require grad, returning differentiable outputs.
@@ -770,18 +873,24 @@ def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Seque
     backward is only defined for symmetric inputs), and the checked gradient is
     backward's projected onto symmetric matrices.  Every call seeds torch's CPU
     random generator alike (inside a forked RNG state).  The inputs at ``transposed``,
-    laid out transposed in memory, stay so after symmetrisation.
+    laid out transposed in memory, stay so after symmetrisation.  An output buffer
+    (see :func:`_written_buffers`) is cloned at every call, as separate calls
+    allocate their own.
     """
     positions = [i for i, a in enumerate(args) if _is_plain(a) and a.requires_grad]
     symmetric = set(_symmetric_positions(args, positions))
+    buffers = _written_buffers(function, args)
 
     def call(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         full = list(args)
+        for position in buffers:
+            full[position] = full[position].clone()
         for position, value in zip(positions, inputs):
             full[position] = (value + value.mT) / 2 if position in symmetric else value
         for position in transposed:
             if full[position].is_contiguous():  # symmetrised: a new tensor
                 full[position] = full[position].mT.contiguous().mT
+        _stop_if_over_budget()
         # The same random numbers at every call: a forward that draws some (a random
         # start vector, a dropout mask) is then a function finite differences can check.
         with torch.random.fork_rng(devices=[]):
@@ -903,6 +1012,66 @@ def _float32_verdict(function: Any, case: Case, args: tuple[Any, ...], run: Call
     return f"{header}: passes (the mismatch is below what float32 resolves)"
 
 
+class _OverBudget(BaseException):
+    """Raised at a call of forward past the deadline; a BaseException, so that the checks' ``except Exception`` let it by."""
+
+
+def _check_seconds() -> float:
+    text = os.environ.get(CHECK_SECONDS_VARIABLE, "").strip()
+    try:
+        return max(float(text), 0.0) if text else DEFAULT_CHECK_SECONDS
+    except ValueError:
+        return DEFAULT_CHECK_SECONDS
+
+
+# The monotonic time the running check must end by; None outside a check or without a limit.
+_deadline: list[float | None] = [None]
+
+
+def _stop_if_over_budget() -> None:
+    """Called before each call of forward: where a check can be stopped without harm.
+
+    Not a timer signal: an exception raised asynchronously can land inside an
+    import torch makes lazily (sympy), leaving that module half-imported and every
+    later test failing with no bug behind it.  Every gradcheck-family check calls
+    forward again and again (each finite difference), so the limit is still kept to
+    within one forward and backward.
+    """
+    deadline = _deadline[0]
+    if deadline is not None and time.monotonic() > deadline:
+        raise _OverBudget
+
+
+@contextlib.contextmanager
+def _time_budget(function: Any, check: str) -> Iterator[None]:
+    """Skip the running check, with the reason, when it outlasts :data:`CHECK_SECONDS_VARIABLE`.
+
+    A check cut short says its verdict is unknown; it never counts as a failure,
+    which would claim a bug nobody saw.
+    """
+    seconds = _check_seconds()
+    previous = _deadline[0]
+    _deadline[0] = time.monotonic() + seconds if seconds else None
+    try:
+        yield
+    except _OverBudget:
+        pytest.skip(f"{function.__qualname__}: {check} did not finish within {seconds:g} s on this case; its verdict "
+                    f"is unknown (a large recorded case: record a smaller call, or set {CHECK_SECONDS_VARIABLE} to "
+                    "more seconds, 0 for no limit)")
+    finally:
+        _deadline[0] = previous
+
+
+def _within_time_budget(run_check: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(run_check)
+    def budgeted(check: str, what: str, function: Any, *args: Any, **kwargs: Any) -> None:
+        with _time_budget(function, check):
+            run_check(check, what, function, *args, **kwargs)
+
+    return budgeted
+
+
+@_within_time_budget
 def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callable[..., bool], *, atol: float,
                    rtol: float, double_backward: bool = False, non_contiguous: bool = False, **options: Any) -> None:
     """Run gradcheck (or gradgradcheck) ``run``; on failure, fail with what was compared on which inputs.
@@ -964,7 +1133,11 @@ def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callab
             f"{function.__qualname__}: {check} raised {type(raised).__name__}: {raised}{_raised_at(raised)}\n"
             f"{where}{note}", pytrace=False) from raised
     # A layout failure is not a question of precision: the contiguous run passed at these tolerances.
-    precision = "" if transposed else _precision(function, case, args, run, seeded_run, atol, rtol, options)
+    try:
+        precision = "" if transposed else _precision(function, case, args, run, seeded_run, atol, rtol, options)
+    except _OverBudget:  # the failure stands; only its diagnosis is cut short
+        precision = ("whether looser tolerances or float32 change the verdict: not measured (the check's time "
+                     f"limit, {CHECK_SECONDS_VARIABLE}, was reached)\n")
     nondeterministic = (f"backward is nondeterministic: nondet_tol={options['nondet_tol']:.3g} was used\n"
                         if options.get("nondet_tol") else "")
     pytest.fail(
@@ -1133,19 +1306,48 @@ def _check_batched_gradients(function: Any, samples: list[tuple[Any, ...]], atol
             )
 
 
+def _in_backward_pass(call: Callable[[], Any]) -> Any:
+    """``call()`` run from inside a pass of autograd's engine, and its result.
+
+    A backward called directly (``grad_fn.apply``) runs outside the engine, where a
+    backward that queues an engine callback raises ("Final callbacks can only be
+    installed during backward pass": FSDP2's ``RegisterPreBackwardFunction``); in
+    a pass, the callbacks run at its end, as in any backward.
+    """
+    results: list[Any] = []
+
+    class _Run(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, trigger: torch.Tensor) -> torch.Tensor:
+            return trigger.clone()
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                results.append(call())
+            return grad
+
+    trigger = torch.zeros((), requires_grad=True)
+    torch.autograd.grad(_Run.apply(trigger), trigger)
+    return results[0]
+
+
 def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:
     """backward returns ``None`` in the position of every non-tensor input."""
     args = make_args(function, case, compares=False)
     result = _outputs_of(function.apply(*args))
     node = next((out.grad_fn for out in result if isinstance(out, torch.Tensor) and out.grad_fn is not None), None)
-    assert node is not None, f"no output of {function.__qualname__} has a grad_fn"
+    if node is None:
+        # No argument that requires grad reaches an output (a recorded tensor subclass is not differentiated).
+        pytest.skip(f"{function.__qualname__}: no output has a grad_fn on this case's arguments, so there is no "
+                    "backward to call")
     grad_outputs = tuple(
         (torch.ones_like(out) if _is_differentiable_dtype(out.dtype) else torch.zeros_like(out))
         if isinstance(out, torch.Tensor) else None
         for out in result
     )
-    with torch.no_grad():
-        grads = _outputs_of(node.apply(*grad_outputs))
+    # Called directly, to see what backward returns where the engine would only raise.
+    grads = _outputs_of(_in_backward_pass(lambda: node.apply(*grad_outputs)))
     assert len(grads) >= len(args), (
         f"backward returned {len(grads)} gradients for {len(args)} inputs"
     )

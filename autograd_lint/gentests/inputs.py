@@ -81,6 +81,23 @@ Input = TensorInput | ValueInput | ScalarInput | ObjectInput
 
 
 @dataclass(frozen=True)
+class ProcessGroupInput:
+    """The default process group (``torch.distributed``) a recorded call was made under.
+
+    A collective in forward or backward needs one; the replay runs the case under a
+    single-process group, which reproduces the call only when it was made in a
+    world of one process.  ``mesh_device``/``mesh_shape`` describe the device mesh
+    an argument held (a ``DeviceMesh``, or a ``DTensor``'s), if any.
+    """
+
+    backend: str
+    world_size: int
+    rank: int = 0
+    mesh_device: str | None = None
+    mesh_shape: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class InputCase:
     """The arguments of one ``apply`` call."""
 
@@ -89,6 +106,8 @@ class InputCase:
     pickled: str | None = None
     # ``pickled`` starts with the Function class (one defined inside a function).
     with_function: bool = False
+    # The process group the call was recorded under, if any.
+    process_group: ProcessGroupInput | None = None
 
     @property
     def has_non_tensor(self) -> bool:
@@ -96,8 +115,11 @@ class InputCase:
 
     @property
     def devices(self) -> tuple[str, ...]:
-        """The non-CPU devices the case needs, sorted."""
-        return tuple(sorted({a.device for a in self.args if isinstance(a, TensorInput) and a.device != "cpu"}))
+        """The non-CPU devices the case needs (its tensors', its device mesh's), sorted."""
+        devices = {a.device for a in self.args if isinstance(a, TensorInput)}
+        if self.process_group is not None and self.process_group.mesh_device is not None:
+            devices.add(self.process_group.mesh_device)
+        return tuple(sorted(devices - {"cpu"}))
 
 
 @dataclass(frozen=True)
@@ -122,7 +144,8 @@ _PROMOTED_DTYPES = {
 }
 
 
-def normalise_case(args: tuple[Input, ...], pickled: str | None = None, with_function: bool = False) -> InputCase:
+def normalise_case(args: tuple[Input, ...], pickled: str | None = None, with_function: bool = False,
+                   process_group: ProcessGroupInput | None = None) -> InputCase:
     """The case as checks run it: float64, and every float input requiring grad if none did.
 
     A call where no input requires grad (an inference-only test, or a literal call
@@ -137,7 +160,7 @@ def normalise_case(args: tuple[Input, ...], pickled: str | None = None, with_fun
             requires_grad = arg.is_differentiable and (arg.requires_grad or not any_requires_grad)
             arg = replace(arg, dtype=dtype, requires_grad=requires_grad)
         normalised.append(arg)
-    return InputCase(tuple(normalised), pickled, with_function)
+    return InputCase(tuple(normalised), pickled, with_function, process_group)
 
 
 def distinct(cases: list[InputCase], limit: int = MAX_CASES) -> tuple[InputCase, ...]:

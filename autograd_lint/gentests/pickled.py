@@ -36,6 +36,14 @@ refuses ``__reduce_ex__``, and it is not in the table) raises :class:`NotPicklab
 The text stored in the recording is ``base64(zlib(pickle))``.  Loading it runs
 the code a pickle names, like any pickle: a recording is trusted input, written
 by your own test run.  This module imports torch only inside its functions.
+
+Two references are kept by what they refer to: a ``weakref.ref`` (DDP hands its
+``_DDPSink`` a weak reference to itself) is rebuilt as a reference that keeps its
+target alive as long as the arguments (nothing else holds the unpickled
+target), and the default ``torch.distributed`` process group (FSDP's state holds
+it) as the default group of the replay, which runs under one of its own (see
+``harness.recorded_process_group``).  A dead reference, or another group, can't
+be rebuilt.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ import base64
 import contextlib
 import io
 import pickle
+import weakref
 import zlib
 from typing import Any, Iterator
 
@@ -160,6 +169,42 @@ def rebuild_dtype(name: str) -> Any:
     return dtype
 
 
+class HeldReference(weakref.ref):
+    """A weak reference rebuilt from a recording, which holds its target: nothing else does."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target: Any) -> None:
+        super().__init__(target)
+        self.target = target
+
+
+def rebuild_weak_reference(target: Any) -> HeldReference:
+    return HeldReference(target)
+
+
+def default_process_group() -> Any:
+    """The default process group of the replay, in place of the recorded one."""
+    from torch.distributed.distributed_c10d import _get_default_group
+
+    return _get_default_group()
+
+
+def _reference_reduction(torch: Any, obj: Any) -> tuple[Any, ...] | None:
+    """How to pickle a weak reference or a process group (see the module docstring); None for anything else."""
+    if isinstance(obj, weakref.ref):
+        target = obj()
+        if target is None:
+            raise NotPicklable("a dead weak reference")
+        return rebuild_weak_reference, (target,)
+    distributed = torch.distributed
+    if distributed.is_available() and isinstance(obj, distributed.ProcessGroup):
+        if not distributed.is_initialized() or obj is not distributed.distributed_c10d._get_default_group():
+            raise NotPicklable("a process group other than the default one")
+        return default_process_group, ()
+    return None
+
+
 def _pickler_class() -> type:
     try:
         import cloudpickle
@@ -179,6 +224,9 @@ def _pickler_class() -> type:
                 return rebuild_dtype, (str(obj).removeprefix("torch."),)
             if isinstance(obj, (torch.Generator, torch.Stream if hasattr(torch, "Stream") else ())):
                 raise NotPicklable(type(obj).__qualname__)
+            reference = _reference_reduction(torch, obj)
+            if reference is not None:
+                return reference
             parent = getattr(super(), "reducer_override", None)
             return parent(obj) if parent is not None else NotImplemented
 

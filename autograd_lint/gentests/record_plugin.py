@@ -8,7 +8,10 @@ forward returned are counted by argument structure (tensor shape, dtype, device,
 requires_grad, contiguity; small literal values) in a
 :class:`~autograd_lint.gentests.recording.Recorder`; the first call of each
 structure also keeps what a replay needs: the values of small tensors, summary
-statistics of larger ones.
+statistics of larger ones.  A call made while a default process group is
+initialised (``torch.distributed``) also keeps that group's backend, world size
+and rank, and the shape of a device mesh an argument holds: a replay runs it
+under a single-process group (see :func:`process_group_context`).
 
 Custom ops (``torch.library.custom_op``) are recorded when called through the
 op object (``op(x)``: ``CustomOpDef.__call__``, patched like ``apply``), keyed by
@@ -195,6 +198,34 @@ def encode_number(number: float | int | bool) -> float | int | bool | str:
     return number
 
 
+def process_group_context(torch: Any, args: tuple[Any, ...]) -> dict[str, Any] | None:
+    """The default process group a call is made under, for its replay; None when there is none.
+
+    ``backend`` as ``init_process_group`` takes it (``"gloo"``, or the per-device
+    ``"cpu:gloo,cuda:nccl"`` of a group initialised without one), ``world_size``
+    and ``rank``; ``mesh`` (``device_type``, ``shape``) when an argument, or an item
+    of a list or tuple argument, is a ``DeviceMesh`` or holds one (a ``DTensor``).
+    The replay can run the call only in a world of one process.
+    """
+    distributed = torch.distributed
+    if not distributed.is_available() or not distributed.is_initialized():
+        return None
+    backend = str(distributed.get_backend())
+    if backend == "undefined":
+        backend = str(distributed.get_backend_config())
+    context: dict[str, Any] = {"backend": backend, "world_size": int(distributed.get_world_size()),
+                               "rank": int(distributed.get_rank())}
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor
+
+    for arg in (item for value in args for item in (value if isinstance(value, (list, tuple)) else (value,))):
+        mesh = arg.device_mesh if isinstance(arg, DTensor) else arg
+        if isinstance(mesh, DeviceMesh):
+            context["mesh"] = {"device_type": str(mesh.device_type), "shape": [int(n) for n in mesh.mesh.shape]}
+            break
+    return context
+
+
 def _positional_arguments(cls: Any, function_base: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
     """``args`` with ``kwargs`` bound into their positions, or None if that can't be done."""
@@ -221,6 +252,7 @@ class _PendingCall:
     example: list[EncodedArg] | None = None
     pickled: str | None = None
     with_function: bool = False  # ``pickled`` starts with the Function class itself
+    process_group: dict[str, Any] | None = None  # see process_group_context
 
 
 class _RecordingSession:
@@ -233,6 +265,7 @@ class _RecordingSession:
         self.path = path
         self.rootdir = str(config.rootpath)
         self.recorder = Recorder()
+        self.torch = torch
         self.encoder = _ArgumentEncoder(torch)
         self.unrecorded_calls = 0
         self.failed_calls = 0
@@ -331,12 +364,13 @@ class _RecordingSession:
             needs_pickle = local_class or any(arg is None for arg in encoded)
             structure = [item if item is not None else self.encoder.describe(arg)
                          for item, arg in zip(encoded, positional)]
-            call = _PendingCall(module, cls.__qualname__, self._source_path(cls), structure)  # type: ignore[arg-type]
-            failed_key = (module, call.qualname, structure_key(structure))
+            call = _PendingCall(module, cls.__qualname__, self._source_path(cls), structure,  # type: ignore[arg-type]
+                                process_group=process_group_context(self.torch, positional))
+            failed_key = (module, call.qualname, structure_key(structure, call.process_group))
             if failed_key in self.unpicklable_structures:
                 self.unrecorded_calls += 1
                 return None
-            if not self.recorder.has_case(call.module, call.qualname, call.structure):
+            if not self.recorder.has_case(call.module, call.qualname, call.structure, call.process_group):
                 # Values only for the first call of each structure: the one a replay uses.
                 if needs_pickle:
                     call.pickled = self._pickle((cls, *positional) if local_class else positional)
@@ -409,7 +443,7 @@ class _RecordingSession:
     def keep(self, call: _PendingCall | None) -> None:
         if call is not None:
             self.recorder.add(call.module, call.qualname, call.path, call.structure, call.example, call.pickled,
-                              call.with_function)
+                              call.with_function, call.process_group)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

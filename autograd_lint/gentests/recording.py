@@ -21,14 +21,19 @@ arguments (preceded by the Function class itself where the case has
 cannot import).  Otherwise an ``ARG`` is one of ``{"tensor": TENSOR}``, ``{"value": 2}`` (None, bools,
 ints, strings), ``{"float": "0.5"}`` (``repr``, so that inf and nan survive),
 ``{"dtype": "float32"}``, ``{"tuple": [ARG, ...]}`` or ``{"list": [ARG, ...]}``
-(no tensors inside).  A ``TENSOR`` is ``{"shape": [3, 4], "dtype": "float32",
+(no tensors inside).  A case recorded while a default process group was
+initialised (``torch.distributed``) has ``"process_group": {"backend": "gloo",
+"world_size": 1, "rank": 0}`` beside its ``"args"``, with ``"mesh":
+{"device_type": "cpu", "shape": [1]}`` when an argument held a device mesh (a
+``DeviceMesh``, a ``DTensor``'s); it is part of what calls are counted by, and
+a case without it was recorded without a process group.  A ``TENSOR`` is ``{"shape": [3, 4], "dtype": "float32",
 "device": "cpu", "requires_grad": true}``, with ``"contiguous": false`` for a
 non-contiguous one, and either ``"values"`` (the flattened elements, when there
 are at most :data:`MAX_RECORDED_ELEMENTS`; non-finite ones as ``"nan"``,
 ``"inf"``, ``"-inf"``) or ``"stats"`` (see ``record_plugin.tensor_statistics``).
 Calls are counted by structure (everything but values and stats); a case keeps
 the values of the first call of its structure.  Format 1 (structure only) is
-still read.  This module does not import torch: the plugin encodes arguments,
+still read, and so are format 2 files written before ``"process_group"`` existed.  This module does not import torch: the plugin encodes arguments,
 this module counts, merges and decodes them.
 """
 
@@ -39,7 +44,15 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autograd_lint.gentests.inputs import Input, InputCase, ObjectInput, TensorInput, ValueInput, normalise_case
+from autograd_lint.gentests.inputs import (
+    Input,
+    InputCase,
+    ObjectInput,
+    ProcessGroupInput,
+    TensorInput,
+    ValueInput,
+    normalise_case,
+)
 from autograd_lint.files import write_atomically
 from autograd_lint.model.spec import FunctionSpec
 
@@ -60,14 +73,17 @@ CASES_TRACKED = 64
 EncodedArg = dict[str, Any]
 
 
-def structure_key(args: list[EncodedArg]) -> str:
-    """The canonical text of ``args`` without tensor values and statistics: what calls are counted by."""
+def structure_key(args: list[EncodedArg], process_group: dict[str, Any] | None = None) -> str:
+    """The canonical text of ``args`` without tensor values and statistics, and of the
+    process group the call was made under: what calls are counted by."""
     def strip(arg: EncodedArg) -> EncodedArg:
         if "tensor" in arg:
             return {"tensor": {k: v for k, v in arg["tensor"].items() if k not in ("values", "stats")}}
         return arg
 
-    return json.dumps([strip(arg) for arg in args], sort_keys=True)
+    stripped = [strip(arg) for arg in args]
+    return json.dumps(stripped if process_group is None else {"args": stripped, "process_group": process_group},
+                      sort_keys=True)
 
 
 @dataclass
@@ -81,14 +97,18 @@ class FunctionRecord:
     examples: dict[str, list[EncodedArg]] = field(default_factory=dict)  # structure_key -> first call's args
     pickles: dict[str, str] = field(default_factory=dict)  # structure_key -> first call's pickled args
     with_function: set[str] = field(default_factory=set)  # structure_keys whose pickle starts with the class
+    process_groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # structure_key -> process group
 
     def add(self, args: list[EncodedArg], example: list[EncodedArg] | None, calls: int = 1,
-            pickled: str | None = None, with_function: bool = False) -> None:
-        key = structure_key(args)
+            pickled: str | None = None, with_function: bool = False,
+            process_group: dict[str, Any] | None = None) -> None:
+        key = structure_key(args, process_group)
         if key in self.counts or len(self.counts) < CASES_TRACKED:
             self.counts[key] = self.counts.get(key, 0) + calls
             if key not in self.examples:
                 self.examples[key] = example if example is not None else args
+                if process_group is not None:
+                    self.process_groups[key] = process_group
                 if pickled is not None:
                     self.pickles[key] = pickled
                     if with_function:
@@ -117,7 +137,8 @@ class FunctionRecord:
             "path": self.path,
             "cases": [{"calls": calls, "args": self.examples[key],
                        **({"pickled": self.pickles[key]} if key in self.pickles else {}),
-                       **({"with_function": True} if key in self.with_function else {})}
+                       **({"with_function": True} if key in self.with_function else {}),
+                       **({"process_group": self.process_groups[key]} if key in self.process_groups else {})}
                       for key, calls in ordered[:CASES_KEPT]],
         }
 
@@ -134,19 +155,22 @@ class Recorder:
             self.functions[key] = FunctionRecord(module, qualname, path)
         return self.functions[key]
 
-    def has_case(self, module: str, qualname: str, args: list[EncodedArg]) -> bool:
+    def has_case(self, module: str, qualname: str, args: list[EncodedArg],
+                 process_group: dict[str, Any] | None = None) -> bool:
         """Whether a call of this structure was kept already, or no longer can be (its values need not be encoded)."""
         record = self.functions.get(f"{module}.{qualname}")
         if record is None:
             return False
-        key = structure_key(args)
+        key = structure_key(args, process_group)
         return key in record.examples or (key not in record.counts and len(record.counts) >= CASES_TRACKED)
 
     def add(self, module: str, qualname: str, path: str, args: list[EncodedArg],
             example: list[EncodedArg] | None = None, pickled: str | None = None,
-            with_function: bool = False) -> None:
-        """Count a call of structure ``args``; ``example`` (with values) and ``pickled`` are kept for a new one."""
-        self._record(module, qualname, path).add(args, example, pickled=pickled, with_function=with_function)
+            with_function: bool = False, process_group: dict[str, Any] | None = None) -> None:
+        """Count a call of structure ``args`` under ``process_group``; ``example`` (with values) and
+        ``pickled`` are kept for a new one."""
+        self._record(module, qualname, path).add(args, example, pickled=pickled, with_function=with_function,
+                                                  process_group=process_group)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -159,7 +183,8 @@ class Recorder:
         for entry in data.get("functions", {}).values():
             record = self._record(entry["module"], entry["qualname"], entry["path"])
             for case in entry["cases"]:
-                record.add(case["args"], None, case["calls"], case.get("pickled"), bool(case.get("with_function")))
+                record.add(case["args"], None, case["calls"], case.get("pickled"), bool(case.get("with_function")),
+                           case.get("process_group"))
 
     def write(self, path: str) -> None:
         """Write the recording, keeping Functions of an existing file that this run did not call.
@@ -280,6 +305,21 @@ class Recording:
         return _cases(entry)
 
 
+def _decode_process_group(value: Any) -> ProcessGroupInput | None:
+    """A case's ``"process_group"``; None when it was recorded without one. Raises ValueError when malformed."""
+    if value is None:
+        return None
+    try:
+        mesh = value.get("mesh")
+        return ProcessGroupInput(
+            str(value["backend"]), int(value["world_size"]), int(value.get("rank", 0)),
+            str(mesh["device_type"]) if mesh is not None else None,
+            tuple(int(n) for n in mesh["shape"]) if mesh is not None else None,
+        )
+    except (AttributeError, KeyError, TypeError) as error:
+        raise ValueError(f"malformed process group {value!r}") from error
+
+
 def _cases(entry: dict[str, Any] | None) -> list[InputCase]:
     if entry is None:
         return []
@@ -287,10 +327,15 @@ def _cases(entry: dict[str, Any] | None) -> list[InputCase]:
     for case in entry.get("cases", []):
         pickled = case.get("pickled")
         decoded = [_decode(arg, isinstance(pickled, str)) for arg in case["args"]]
+        try:
+            process_group = _decode_process_group(case.get("process_group"))
+        except ValueError:
+            continue  # as an argument that can't be decoded: the case is left out
         if all(d is not None for d in decoded):
             cases.append(normalise_case(tuple(d for d in decoded if d is not None),
                                         pickled if isinstance(pickled, str) else None,
-                                        isinstance(pickled, str) and bool(case.get("with_function"))))
+                                        isinstance(pickled, str) and bool(case.get("with_function")),
+                                        process_group))
     return cases
 
 

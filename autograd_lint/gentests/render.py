@@ -19,6 +19,7 @@ from autograd_lint.gentests.inputs import (
     InputCase,
     ObjectInput,
     Origin,
+    ProcessGroupInput,
     ScalarInput,
     TensorInput,
 )
@@ -111,17 +112,27 @@ def _input_source(arg: Input) -> str:
 _PICKLE_LINE = 96
 
 
+def _process_group_source(group: ProcessGroupInput) -> str:
+    options = f", rank={group.rank}" if group.rank else ""
+    if group.mesh_device is not None:
+        options += f", mesh_device={_quoted(group.mesh_device)}"
+    if group.mesh_shape is not None:
+        options += f", mesh_shape={_tuple_source(group.mesh_shape)}"
+    return f"RecordedProcessGroup({_quoted(group.backend)}, world_size={group.world_size}{options})"
+
+
 def _case_source(case: InputCase, domains: tuple[str, ...] = ()) -> str:
+    group = f", process_group={_process_group_source(case.process_group)}" if case.process_group else ""
     if case.pickled is not None:
         # The labels are in the case id; the arguments are the pickle's.
         chunks = [case.pickled[i:i + _PICKLE_LINE] for i in range(0, len(case.pickled), _PICKLE_LINE)]
         body = "\n".join(f"            {_quoted(chunk)}" for chunk in chunks)
         function = ", function=True" if case.with_function else ""
-        return f"recorded(\n{body}\n        {function})"
+        return f"recorded(\n{body}\n        {function}{group})"
     items = [_input_source(arg) for arg in case.args]
     drawn = any(isinstance(arg, TensorInput) and arg.values is None for arg in case.args)
     preferred = f", domains={_tuple_source(domains)}" if domains and drawn else ""
-    return "Case((" + ", ".join(items) + ("," if len(items) == 1 else "") + ")" + preferred + ")"
+    return "Case((" + ", ".join(items) + ("," if len(items) == 1 else "") + ")" + preferred + group + ")"
 
 
 def _input_label(arg: Input) -> str:
@@ -197,6 +208,9 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
     subject = "recorded_function(case)" if "<locals>" in spec.qualname else f"subject.{spec.qualname}"
     if marks_inputs_dirty(spec):
         subject = f"in_place({subject})"
+    # Cases recorded under a process group run under one (a no-op for the others).
+    in_group = _has_process_group(plan)
+    indent = " " * (12 if in_group else 8)
     for check in plan.checks:
         lines.append("")
         if check is Check.GRADCHECK and plan.surrogate is not None and plan.surrogate.inferred is not None:
@@ -206,9 +220,14 @@ def _render_class(plan: FunctionPlan, class_name: str) -> list[str]:
         lines += [
             '    @pytest.mark.parametrize("case", CASES)',
             f"    def test_{check.value}(self, case: Case) -> None:",
-            f"        {check.harness_function}({subject}, case{plan.check_arguments(check)})",
+            *(["        with recorded_process_group(case):"] if in_group else []),
+            f"{indent}{check.harness_function}({subject}, case{plan.check_arguments(check)})",
         ]
     return lines
+
+
+def _has_process_group(plan: FunctionPlan) -> bool:
+    return any(case.process_group is not None for case in plan.inputs.cases)
 
 
 def harness_names(plans: list[FunctionPlan]) -> list[str]:
@@ -222,6 +241,10 @@ def harness_names(plans: list[FunctionPlan]) -> list[str]:
             names.add("load_reference")
         if plan.checks and marks_inputs_dirty(plan.spec):
             names.add("in_place")
+        if _has_process_group(plan):
+            names.add("RecordedProcessGroup")
+            if plan.checks:
+                names.add("recorded_process_group")
         for case in plan.inputs.cases:
             # A pickled case on a device is marked like any other (a CUDA call whose arguments are pickled).
             if case.devices:

@@ -371,3 +371,78 @@ def test_a_recorded_case_forward_refuses_skips_with_forwards_error_not_a_request
     message = str(skipped.value)
     assert "forward raised AssertionError: Expecting input to have dtype torch.float32" in message
     assert "in float64" in message and "--autograd-record" not in message
+
+
+class Slow(torch.autograd.Function):
+    """A forward that takes a tenth of a second: gradgradcheck of it runs for seconds."""
+
+    @staticmethod
+    def forward(ctx, x):
+        import time
+
+        time.sleep(0.1)
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def test_a_check_over_its_time_budget_is_skipped_as_unfinished_not_failed(monkeypatch) -> None:
+    # linear-operator's recorded 50x50 cases: a gradgradcheck ran for hours, and no verdict came.
+    monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0.5")
+    case = Case((tensor((3,)),))
+    with pytest.raises(pytest.skip.Exception, match=r"Slow: gradcheck did not finish within 0\.5 s on this case; "
+                                                    r"its verdict is unknown"):
+        harness.check_gradcheck(Slow, case)
+    # No deadline is left behind, and without a limit the same check passes.
+    assert harness._deadline == [None]
+    monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0")
+    harness.check_gradcheck(Slow, case)
+
+
+class IntoBuffer(torch.autograd.Function):
+    """As torch.distributed.nn's reduce_scatter: forward writes its result into an output buffer and returns it."""
+
+    @staticmethod
+    def forward(ctx, out, x):
+        out.copy_(x * 2)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, grad * 2
+
+
+def test_an_output_buffer_is_cloned_at_every_call_so_gradchecks_calls_are_independent() -> None:
+    # Without: "Output 0 of IntoBuffer is a view and its base ... has been modified inplace", no bug.
+    case = Case((tensor((3,), requires_grad=False), tensor((3,))))
+    harness.check_gradcheck(IntoBuffer, case)
+    harness.check_gradgradcheck(IntoBuffer, case)
+
+
+class QueuesCallback(torch.autograd.Function):
+    """As FSDP2's RegisterPreBackwardFunction: backward queues a callback for the end of the backward pass."""
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        torch.autograd.Variable._execution_engine.queue_callback(lambda: None)
+        return grad * ctx.factor, None
+
+
+def test_backward_is_called_inside_a_backward_pass_where_it_may_queue_callbacks() -> None:
+    # Without: "Final callbacks can only be installed during backward pass", no bug.
+    harness.check_non_tensor_grads_are_none(QueuesCallback, Case((tensor((3,)), 2.0)))
+
+
+def test_a_case_whose_outputs_have_no_grad_fn_skips_the_non_tensor_gradient_check() -> None:
+    # As a recorded call whose only tensor is a subclass the replay does not differentiate.
+    with pytest.raises(pytest.skip.Exception, match="Scale: no output has a grad_fn on this case's arguments"):
+        harness.check_non_tensor_grads_are_none(Scale, Case((tensor((3,), requires_grad=False), 2.0)))
