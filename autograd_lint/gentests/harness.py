@@ -847,7 +847,8 @@ def _written_buffers(function: Any, args: tuple[Any, ...]) -> list[int]:
     modified inplace") where separate calls with their own buffers are fine.
     Found by version counters on one forward call with clones of the candidates.
     """
-    candidates = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and not a.requires_grad]
+    # A kept subclass is not a buffer (ExpandedWeight refuses even .requires_grad and .clone()).
+    candidates = [i for i, a in enumerate(args) if _is_plain(a) and not a.requires_grad]
     if not candidates:
         return []
     probe = list(args)
