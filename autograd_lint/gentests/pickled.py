@@ -126,7 +126,8 @@ def _subclass_reduction(torch: Any, value: Any) -> tuple[Any, ...]:
     if flatten is not None and all(isinstance(size, int) for size in value.size()):
         names, context = flatten(value)
         inner = {name: getattr(value, name) for name in names}
-        return rebuild_flattened, (kind, inner, context, tuple(value.size()), tuple(value.stride()))
+        return rebuild_flattened, (kind, inner, context, tuple(value.size()), tuple(value.stride()),
+                                   bool(value.requires_grad))
     if kind.__torch_dispatch__ is torch.Tensor.__torch_dispatch__:
         with torch._C.DisableTorchFunctionSubclass():  # its __torch_function__ may refuse plain tensor ops
             plain = value.as_subclass(torch.Tensor)
@@ -150,9 +151,16 @@ def rebuild_retyped(kind: type, state: tuple[Any, ...], attributes: Any) -> Any:
 
 
 def rebuild_flattened(kind: type, inner: dict[str, Any], context: Any, size: tuple[int, ...],
-                      stride: tuple[int, ...]) -> Any:
-    """The subclass of ``kind.__tensor_flatten__`` (its inner tensors rebuilt first)."""
-    return kind.__tensor_unflatten__(inner, context, size, stride)  # type: ignore[attr-defined]
+                      stride: tuple[int, ...], requires_grad: bool = False) -> Any:
+    """The subclass of ``kind.__tensor_flatten__`` (its inner tensors rebuilt first), requiring grad as recorded.
+
+    ``__tensor_unflatten__`` serves tracing, where autograd metadata is set apart:
+    DTensor's keeps ``requires_grad`` in its context, ``LocalTensor``'s drops it.
+    """
+    rebuilt = kind.__tensor_unflatten__(inner, context, size, stride)  # type: ignore[attr-defined]
+    if requires_grad and not rebuilt.requires_grad and (rebuilt.dtype.is_floating_point or rebuilt.dtype.is_complex):
+        rebuilt.requires_grad_()
+    return rebuilt
 
 
 def rebuild_dtype(name: str) -> Any:

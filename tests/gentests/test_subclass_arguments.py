@@ -179,6 +179,16 @@ def test_expanded_weight_is_rebuilt_around_the_shared_weight() -> None:
     assert rebuilt.dtype == torch.float64 and (rebuilt.batch_size, rebuilt.loss_reduction) == (5, "mean")
 
 
+def test_unflattened_subclass_requires_grad_as_recorded() -> None:
+    """LocalTensor's __tensor_unflatten__ drops requires_grad (DTensor's keeps it): the rebuild restores it."""
+    local = pytest.importorskip("torch.distributed._local_tensor")
+    with local.LocalTensorMode(2):
+        recorded = torch.randn(3, 4, requires_grad=True).t()
+        text = pickled.dumps((recorded,))
+    (back,) = pickled.loads(text)
+    assert type(back) is local.LocalTensor and back.dtype == torch.float64 and back.requires_grad and back.is_leaf
+
+
 DTENSOR = """\
 import torch, torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
