@@ -310,6 +310,10 @@ def test_dtensor_on_a_one_device_mesh(process_group):
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     sharded = DTensor.from_local(x, mesh, [Shard(0)])
     _differentiate(sharded.redistribute(mesh, [Replicate()]).to_local())
+    # Twice differentiated, as a gradient penalty: NestedRedistribute then gets a gradient that requires grad.
+    replicated = DTensor.from_local(x, mesh, [Shard(0)]).redistribute(mesh, [Replicate()]).to_local()
+    (gradient,) = torch.autograd.grad((replicated**2).sum(), x, create_graph=True)
+    _differentiate(gradient)
 
 
 def test_local_tensor_contiguous():
