@@ -479,3 +479,29 @@ def test_a_case_on_a_jump_of_forward_is_skipped_with_the_reason_not_failed() -> 
     harness.check_gradcheck(ScaleByArgmax, apart)
     with pytest.raises(pytest.fail.Exception, match="backward differs from the finite-difference Jacobian"):
         harness.check_gradcheck(ScaleByArgmaxWrong, apart)
+
+
+class MeanWrong(torch.autograd.Function):
+    """mean with a backward off by a factor: its central difference along cancelling signs is rounding."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.numel = x.numel()
+        return x.mean()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.expand(ctx.numel).reshape(-1) * 2 / ctx.numel
+
+
+def test_rounding_noise_is_not_taken_for_a_jump() -> None:
+    # Random signs of a 4-vector cancel in the mean: both steps then give ~1e-17, which
+    # compared as "does not shrink" and skipped the failure of this wrong backward.
+    try:
+        harness.check_gradcheck(MeanWrong, Case((tensor((4,)),)))
+    except pytest.skip.Exception as skipped:
+        pytest.fail(f"a wrong backward was skipped, not reported: {skipped}")
+    except pytest.fail.Exception as failed:
+        assert "backward differs from the finite-difference Jacobian" in str(failed)
+    else:
+        pytest.fail("a wrong backward passed")
