@@ -27,6 +27,8 @@ from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence
 import pytest
 import torch
 
+# The recorded group, as gen-tests read it from the recording, is what a generated case names.
+from autograd_lint.gentests.inputs import ProcessGroupInput as RecordedProcessGroup
 from autograd_lint.gentests.render import RECORD_HINT
 
 
@@ -88,18 +90,6 @@ class ScalarArg:
 
 # 2 before 1 so that a forgotten factor shows; 0.5 for exponents and probabilities.
 SCALAR_CANDIDATES = (2, 0.5, 1)
-
-
-@dataclass(frozen=True)
-class RecordedProcessGroup:
-    """The default process group a case was recorded under (see :func:`recorded_process_group`)."""
-
-    backend: str
-    world_size: int
-    rank: int = 0
-    # The device mesh an argument held (a DeviceMesh, a DTensor's).
-    mesh_device: str | None = None
-    mesh_shape: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -347,7 +337,9 @@ def _is_plain(value: Any) -> bool:
     """
     if not isinstance(value, torch.Tensor):
         return False
-    if type(value) in (torch.Tensor, torch.nn.Parameter):
+    from autograd_lint.gentests.pickled import is_tensor_subclass
+
+    if not is_tensor_subclass(torch, value):
         return True
     try:
         return not _is_wrapper(value) and isinstance(value.requires_grad, bool)
@@ -864,6 +856,17 @@ def _written_buffers(function: Any, args: tuple[Any, ...]) -> list[int]:
     return [i for i, version in zip(candidates, versions) if probe[i]._version != version]
 
 
+def _grad_positions(function: Any, args: tuple[Any, ...]) -> list[int]:
+    """The positions of the plain tensor inputs that require grad: what the checks differentiate.
+
+    None: skipped when the tensor inputs are all subclasses, else failed (:func:`_no_plain_input`).
+    """
+    positions = [i for i, a in enumerate(args) if _is_plain(a) and a.requires_grad]
+    if not positions:
+        _no_plain_input(function, args)
+    return positions
+
+
 def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Sequence[int] = (),
                          ) -> tuple[DifferentiableCall, tuple[torch.Tensor, ...]]:
     """``apply`` as a function of the inputs that require grad, returning differentiable outputs.
@@ -878,7 +881,7 @@ def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Seque
     (see :func:`_written_buffers`) is cloned at every call, as separate calls
     allocate their own.
     """
-    positions = [i for i, a in enumerate(args) if _is_plain(a) and a.requires_grad]
+    positions = _grad_positions(function, args)
     symmetric = set(_symmetric_positions(args, positions))
     buffers = _written_buffers(function, args)
 
@@ -898,10 +901,7 @@ def _differentiable_call(function: Any, args: tuple[Any, ...], transposed: Seque
             torch.manual_seed(SEED)
             return _differentiable_outputs(function.apply(*full))
 
-    inputs = tuple(args[i] for i in positions)
-    if not inputs:
-        _no_plain_input(function, args)
-    return call, inputs
+    return call, tuple(args[i] for i in positions)
 
 
 def _no_plain_input(function: Any, args: tuple[Any, ...]) -> NoReturn:
@@ -1043,31 +1043,27 @@ def _stop_if_over_budget() -> None:
         raise _OverBudget
 
 
-@contextlib.contextmanager
-def _time_budget(function: Any, check: str) -> Iterator[None]:
-    """Skip the running check, with the reason, when it outlasts :data:`CHECK_SECONDS_VARIABLE`.
+def _within_time_budget(run_check: Callable[..., None]) -> Callable[..., None]:
+    """``run_check`` (a check of the gradcheck family), skipped with the reason when it outlasts
+    :data:`CHECK_SECONDS_VARIABLE`.
 
     A check cut short says its verdict is unknown; it never counts as a failure,
     which would claim a bug nobody saw.
     """
-    seconds = _check_seconds()
-    previous = _deadline[0]
-    _deadline[0] = time.monotonic() + seconds if seconds else None
-    try:
-        yield
-    except _OverBudget:
-        pytest.skip(f"{function.__qualname__}: {check} did not finish within {seconds:g} s on this case; its verdict "
-                    f"is unknown (a large recorded case: record a smaller call, or set {CHECK_SECONDS_VARIABLE} to "
-                    "more seconds, 0 for no limit)")
-    finally:
-        _deadline[0] = previous
 
-
-def _within_time_budget(run_check: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(run_check)
     def budgeted(check: str, what: str, function: Any, *args: Any, **kwargs: Any) -> None:
-        with _time_budget(function, check):
+        seconds = _check_seconds()
+        previous = _deadline[0]
+        _deadline[0] = time.monotonic() + seconds if seconds else None
+        try:
             run_check(check, what, function, *args, **kwargs)
+        except _OverBudget:
+            pytest.skip(f"{function.__qualname__}: {check} did not finish within {seconds:g} s on this case; its "
+                        f"verdict is unknown (a large recorded case: record a smaller call, or set "
+                        f"{CHECK_SECONDS_VARIABLE} to more seconds, 0 for no limit)")
+        finally:
+            _deadline[0] = previous
 
     return budgeted
 
@@ -1463,13 +1459,6 @@ def _vector_jacobian(apply: Callable[..., Any], args: tuple[Any, ...], positions
     converted = [g.to(device=out.device, dtype=out.dtype) for g, out in zip(grad_outputs, outputs)]
     grads = torch.autograd.grad(outputs, inputs, converted, allow_unused=True)
     return tuple(grads), tuple(grad_outputs), tuple(outputs)
-
-
-def _grad_positions(function: Any, args: tuple[Any, ...]) -> list[int]:
-    positions = [i for i, a in enumerate(args) if _is_plain(a) and a.requires_grad]
-    if not positions:
-        _no_plain_input(function, args)
-    return positions
 
 
 def check_surrogate_gradients(function: Any, case: Case) -> None:

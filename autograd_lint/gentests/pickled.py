@@ -66,6 +66,11 @@ class NotPicklable(Exception):
     """The arguments hold something a replay could not rebuild."""
 
 
+def is_tensor_subclass(torch: Any, value: Any) -> bool:
+    """Whether ``value`` is a tensor of a subclass (``MaskedTensor``, DTensor...): not a plain tensor or Parameter."""
+    return isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter)
+
+
 def _tensor_state(torch: Any, value: Any) -> tuple[Any, ...]:
     if value.layout == torch.sparse_coo:
         coalesced = value.detach().coalesce()
@@ -225,7 +230,7 @@ def _pickler_class() -> type:
     class TensorValuePickler(base):  # type: ignore[misc, valid-type]
         def reducer_override(self, obj: Any) -> Any:
             if isinstance(obj, torch.Tensor):
-                if type(obj) not in (torch.Tensor, torch.nn.Parameter):
+                if is_tensor_subclass(torch, obj):
                     return _subclass_reduction(torch, obj)
                 return rebuild_tensor, (_tensor_state(torch, obj),)
             if isinstance(obj, torch.dtype):

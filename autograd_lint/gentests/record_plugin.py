@@ -105,7 +105,7 @@ class _ArgumentEncoder:
     def encode(self, value: Any, nested: bool = False, with_values: bool = False) -> EncodedArg | None:
         torch = self.torch
         if isinstance(value, torch.Tensor):
-            if nested or type(value) not in (torch.Tensor, torch.nn.Parameter) or value.layout != torch.strided:
+            if nested or pickled.is_tensor_subclass(torch, value) or value.layout != torch.strided:
                 return None  # inside a container, a subclass, or sparse: only a pickle of the call keeps it
             try:
                 shape = [int(size) for size in value.shape]
@@ -138,7 +138,7 @@ class _ArgumentEncoder:
     def describe(self, value: Any) -> EncodedArg:
         """The structure of an argument :meth:`encode` refuses: kept with a pickle of the call."""
         torch = self.torch
-        if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
+        if pickled.is_tensor_subclass(torch, value):
             # A subclass (MaskedTensor, a jagged nested tensor, ExpandedWeight), by its type and what every
             # subclass reports: a jagged size is a nested int (-1 here), ExpandedWeight refuses .requires_grad.
             kind = type(value)
