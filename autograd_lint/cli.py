@@ -16,11 +16,11 @@ from autograd_lint import __version__
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "check": ("autograd_lint.commands.check", "lint autograd.Function subclasses"),
-    "rule": ("autograd_lint.commands.rule", "show the documentation of a rule"),
+    "check": ("autograd_lint.lint.commands.check", "lint autograd.Function subclasses"),
+    "rule": ("autograd_lint.lint.commands.rule", "show the documentation of a rule"),
     "gen-tests": ("autograd_lint.gentests.command", "write gradcheck tests for every Function"),
     "pragma": ("autograd_lint.coverage.pragma", "add or remove coverage pragmas on backward methods"),
-    "server": ("autograd_lint.commands.server", "serve diagnostics, quick fixes and rule pages to editors (LSP, stdio)"),
+    "server": ("autograd_lint.lint.commands.server", "serve diagnostics, quick fixes and rule pages to editors (LSP, stdio)"),
 }
 
 

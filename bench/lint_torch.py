@@ -41,7 +41,7 @@ def best_wall(command: list[str], runs: int) -> float:
 
 def profile_summary(tree: Path) -> str:
     from autograd_lint.model.discovery import run
-    from autograd_lint.engine import check_analysis
+    from autograd_lint.lint.engine import check_analysis
     from autograd_lint.settings import Settings
 
     profiler = cProfile.Profile()

@@ -148,7 +148,7 @@ async def measure(edits: int, lines: int) -> None:
 def check_cpu_ms(path: Path, source: str) -> float:
     """The server's work per edit without the protocol, as CPU time (less sensitive to a busy machine)."""
     from autograd_lint.config import project_settings
-    from autograd_lint.engine import check_source
+    from autograd_lint.lint.engine import check_source
     from autograd_lint.model.source import SourceFile
 
     settings = project_settings([str(path)])

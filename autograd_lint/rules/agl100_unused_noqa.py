@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from autograd_lint import noqa
 from autograd_lint.model.spec import Position
 from autograd_lint.rules import rule_by_code
-from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import Diagnostic, Invalid, Report, Rule, Severity, Valid
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -37,10 +37,11 @@ class UnusedNoqa(Rule):
         "here when nothing is."
     )
 
-    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
-        # Imported here: the engine imports the rule catalogue, which holds this module.
-        from autograd_lint.engine import every_finding
+    reads_findings = True
 
+    def check_findings(
+        self, analysis: "FileAnalysis", settings: "Settings", findings: Callable[[], Sequence[Diagnostic]]
+    ) -> Iterator[Report]:
         comments = [
             comment
             for comment in noqa.noqa_comments(analysis.source.text)
@@ -49,7 +50,7 @@ class UnusedNoqa(Rule):
         if not comments:
             return
         reported: dict[int, set[str]] = {}
-        for diagnostic in every_finding(analysis, settings, but=self.code):
+        for diagnostic in findings():
             reported.setdefault(diagnostic.line, set()).add(diagnostic.code)
         for comment in comments:
             on_line = reported.get(comment.line, set())

@@ -6,7 +6,7 @@ generated from the same text.  A rule checks either one Function at a time
 (:meth:`Rule.check_function`) or a whole module (:meth:`Rule.check_module`),
 and reports :class:`Report` values; the engine turns those into
 :class:`Diagnostic` values with the rule's code and the file's path.  A rule
-that can repair what it reports names a :class:`Fixer` (see :mod:`autograd_lint.fix`);
+that can repair what it reports names a :class:`Fixer` (see :mod:`autograd_lint.lint.fix`);
 a rule that looks at code outside the Function classes declares it in ``needs``.
 """
 
@@ -16,7 +16,7 @@ import enum
 import inspect
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Sequence
 
 import libcst as cst
 from libcst.metadata import PositionProvider
@@ -137,7 +137,7 @@ class ImportRef:
 class Fixer(cst.CSTTransformer):
     """Rewrites what one rule reported in a file, in the tree of the whole module.
 
-    The fix pass (:mod:`autograd_lint.fix`) builds one per rule and file with the
+    The fix pass (:mod:`autograd_lint.lint.fix`) builds one per rule and file with the
     file's analysis and that rule's diagnostics, and visits the freshly parsed module
     through a ``MetadataWrapper``.  A subclass rewrites only nodes that were reported
     (:meth:`reported`, or a ``def`` on one of :attr:`lines`), leaves anything it cannot rewrite
@@ -190,6 +190,18 @@ class Rule:
         return iter(())
 
     def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
+        return iter(())
+
+    # A rule about the other rules' findings (AGL100: a ``# noqa`` that silences
+    # nothing) sets this; the engine then runs it after every other rule and hands
+    # it, through :meth:`check_findings`, what they all report in the file, whatever
+    # the selection and ``# noqa`` (a callable: running every rule costs, and most
+    # files give such a rule nothing to ask).  The rules never import the engine.
+    reads_findings: ClassVar[bool] = False
+
+    def check_findings(
+        self, analysis: "FileAnalysis", settings: "Settings", findings: Callable[[], Sequence[Diagnostic]]
+    ) -> Iterator[Report]:
         return iter(())
 
     @classmethod

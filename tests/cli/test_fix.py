@@ -13,7 +13,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from autograd_lint.fix import fix_file
+from autograd_lint.lint.fix import fix_file
 from autograd_lint.rules.agl016_container_return import ContainerReturn
 from autograd_lint.rules.base import Fixer
 from autograd_lint.settings import Settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograd_lint.add_noqa import add_noqa_to_text
+from autograd_lint.lint.add_noqa import add_noqa_to_text
 from autograd_lint.noqa import add_codes, comment_layout, file_noqa, is_silenced
 from autograd_lint.rules.base import Diagnostic, Severity
 

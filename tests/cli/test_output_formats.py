@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from autograd_lint.docs import rule_page
-from autograd_lint.output import _github_command
+from autograd_lint.lint.docs import rule_page
+from autograd_lint.lint.output import _github_command
 from autograd_lint.rules import all_rules, rule_by_code
 
 jsonschema = pytest.importorskip("jsonschema")

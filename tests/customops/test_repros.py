@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autograd_lint.engine import check_analysis
+from autograd_lint.lint.engine import check_analysis
 from autograd_lint.model.analysis import analyze
 from autograd_lint.model.custom_ops import RunCustomOps
 from autograd_lint.model.source import SourceFile

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autograd_lint.commands import check
+from autograd_lint.lint.commands import check
 from autograd_lint.config import KEYS
-from autograd_lint.output import FORMATS
+from autograd_lint.lint.output import FORMATS
 
 CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograd_lint.docs import HEADER, INDEX, REGENERATE, render_all, rule_page
+from autograd_lint.lint.docs import HEADER, INDEX, REGENERATE, render_all, rule_page
 from autograd_lint.rules import all_rules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,10 +52,10 @@ def test_generator_writes_every_file_and_removes_stale_pages(tmp_path: Path) -> 
     out.mkdir()
     (out / "AGL999.md").write_text("a rule that is gone\n")
     (out / "notes.md").write_text("not generated\n")
-    first = run("-m", "autograd_lint.docs", str(out))
+    first = run("-m", "autograd_lint.lint.docs", str(out))
     assert first.returncode == 0, first.stderr
     assert {p.name: p.read_text(encoding="utf-8") for p in out.glob("*.md") if p.name != "notes.md"} == render_all()
     assert (out / "notes.md").exists()
     assert all(text.startswith(HEADER) for text in render_all().values())
-    again = run("-m", "autograd_lint.docs", str(out))
+    again = run("-m", "autograd_lint.lint.docs", str(out))
     assert again.stdout == "" and "0 files changed" in again.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autograd_lint.engine import check_analysis
+from autograd_lint.lint.engine import check_analysis
 from autograd_lint.model import discovery
 from autograd_lint.model.analysis import FileAnalysis, analyze
 from autograd_lint.model.discovery import run

@@ -23,8 +23,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograd_lint.engine import check_analysis, module_needs
-from autograd_lint.fix import fix_source
+from autograd_lint.lint.engine import check_analysis, module_needs
+from autograd_lint.lint.fix import fix_source
 from autograd_lint.model.analysis import analyze, mentions_function
 from autograd_lint.model.custom_ops import mentions_custom_op
 from autograd_lint.model.guard import run_guarded

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fuzz_support import FUNCTION, SENTINEL_FINDING
 
-from autograd_lint.fix import fix_file
+from autograd_lint.lint.fix import fix_file
 from autograd_lint.model.source import split_lines
 from autograd_lint.settings import Settings
 

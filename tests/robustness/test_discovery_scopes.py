@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from autograd_lint.engine import check_analysis
+from autograd_lint.lint.engine import check_analysis
 from autograd_lint.model.analysis import analyze
 from autograd_lint.model.guard import describe, run_guarded, stage
 from autograd_lint.model.source import SourceError, SourceFile

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from autograd_lint.model.analysis import analyze
-from autograd_lint.engine import check_analysis
+from autograd_lint.lint.engine import check_analysis
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceFile
 

@@ -6,8 +6,8 @@ import pytest
 
 from autograd_lint.model.analysis import analyze
 from autograd_lint.model.custom_ops import RunCustomOps
-from autograd_lint.engine import check_analysis
-from autograd_lint.fix import fix_source, verify
+from autograd_lint.lint.engine import check_analysis
+from autograd_lint.lint.fix import fix_source, verify
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import FixSafety, Invalid, Rule, Valid
 from autograd_lint.settings import Settings

@@ -9,9 +9,9 @@ error, a bad configuration or baseline, or when a file could not be read or
 parsed (that file is named with the reason on stderr, one line each, and every
 other file is still checked).
 
-With ``--fix`` or ``--diff``, see :mod:`autograd_lint.fix` for what is written and
-the exit codes; ``--add-noqa`` (:mod:`autograd_lint.add_noqa`) and
-``--write-baseline`` (:mod:`autograd_lint.baseline`) exit 0 unless a file could
+With ``--fix`` or ``--diff``, see :mod:`autograd_lint.lint.fix` for what is written and
+the exit codes; ``--add-noqa`` (:mod:`autograd_lint.lint.add_noqa`) and
+``--write-baseline`` (:mod:`autograd_lint.lint.baseline`) exit 0 unless a file could
 not be read or written.  Nothing is written without one of ``--fix``,
 ``--add-noqa`` or ``--write-baseline``.
 """
@@ -28,13 +28,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from autograd_lint.baseline import BaselineError, Fingerprint, compare, read_baseline, relative_key, root_of, write_baseline
+from autograd_lint.lint.baseline import BaselineError, Fingerprint, compare, read_baseline, relative_key, root_of, write_baseline
 from autograd_lint.config import KEYS, ConfigError, add_config_arguments, find_config, project_settings, selectors
-from autograd_lint.engine import check_analysis, check_source, module_needs, selected_rules
+from autograd_lint.lint.engine import check_analysis, check_source, module_needs, selected_rules
 from autograd_lint.model.discovery import iter_targets
 from autograd_lint.model.discovery import run as run_files
 from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name, read_source, split_lines
-from autograd_lint.output import (
+from autograd_lint.lint.output import (
     FORMATS,
     CheckOutcome,
     render_statistics_json,
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     fixes = None
     if args.fix or args.diff:
         # Imported here: the fix pass loads libcst.codemod, which a plain check does not need.
-        from autograd_lint.fix import fix_run, fix_summary, unified_diff
+        from autograd_lint.lint.fix import fix_run, fix_summary, unified_diff
 
         fixes = fix_run(result, settings, args.unsafe_fixes, write=not args.diff)
         if args.diff:
@@ -206,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
     code = _report(args, settings, findings, baseline)
     if fixes is not None:
-        from autograd_lint.fix import fix_summary, show_fixes
+        from autograd_lint.lint.fix import fix_summary, show_fixes
 
         # Machine-readable formats keep stdout to themselves.
         summary = sys.stdout if args.output_format == "text" and not args.statistics else sys.stderr
@@ -226,7 +226,7 @@ def _check_stdin(args: argparse.Namespace, settings: Settings, baseline: Counter
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
     if args.fix or args.diff:
-        from autograd_lint.fix import FixRun, fix_source, fix_summary, show_fixes, unified_diff
+        from autograd_lint.lint.fix import FixRun, fix_source, fix_summary, show_fixes, unified_diff
 
         fixed = fix_source(source, {}, settings, args.unsafe_fixes)
         fixes = FixRun(fixed.remaining, fixed.errors, [fixed])
@@ -318,7 +318,7 @@ def _fixable_codes(settings: Settings, unsafe: bool) -> set[str]:
 
 
 def _add_noqa(diagnostics: Sequence[Diagnostic], reason: str | None, failed: bool) -> int:
-    from autograd_lint.add_noqa import add_noqa_to_file
+    from autograd_lint.lint.add_noqa import add_noqa_to_file
 
     by_file: dict[str, list[Diagnostic]] = {}
     for diagnostic in diagnostics:

@@ -1,7 +1,7 @@
 """The rule documentation, built from the rules themselves: one page per rule and an index.
 
 ``autograd-lint rule CODE`` prints :func:`rule_page`, SARIF output embeds it as
-each rule's help, and ``python -m autograd_lint.docs docs/rules`` writes every
+each rule's help, and ``python -m autograd_lint.lint.docs docs/rules`` writes every
 page and the index (``README.md``) into ``docs/rules/``, so that the committed
 pages can never say something the rules do not.
 """
@@ -17,7 +17,7 @@ from typing import Sequence
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import FixSafety, Rule
 
-REGENERATE = "python -m autograd_lint.docs docs/rules"
+REGENERATE = "python -m autograd_lint.lint.docs docs/rules"
 INDEX = "README.md"
 # Written at the top of every generated file (not printed by ``autograd-lint rule``).
 HEADER = f"<!-- Generated from the rule classes by `{REGENERATE}`; do not edit. -->\n\n"
@@ -120,7 +120,7 @@ def write_docs(directory: Path) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m autograd_lint.docs", description="Write the rule pages and their index."
+        prog="python -m autograd_lint.lint.docs", description="Write the rule pages and their index."
     )
     parser.add_argument("directory", type=Path, help="where to write them (docs/rules)")
     args = parser.parse_args(argv)

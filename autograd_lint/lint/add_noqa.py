@@ -6,7 +6,7 @@ a ``# noqa: AGL001`` comment is appended (``# noqa: AGL001  # REASON`` with a
 reason).  A line that ends inside a string or with a backslash cannot hold a
 comment: its findings are named and left.  The result must parse and compile,
 and is written through the same guarded atomic writer as ``--fix``
-(:func:`autograd_lint.fix.rewrite`); running it again changes nothing, because
+(:func:`autograd_lint.lint.fix.rewrite`); running it again changes nothing, because
 the findings it silenced are no longer reported.
 """
 
@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from autograd_lint.fix import read_for_rewrite, rewrite, verify
+from autograd_lint.lint.fix import read_for_rewrite, rewrite, verify
 from autograd_lint.model.source import SourceError
 from autograd_lint.noqa import add_codes, comment_layout
 from autograd_lint.rules.base import Diagnostic

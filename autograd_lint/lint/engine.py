@@ -10,7 +10,7 @@ import fnmatch
 import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from autograd_lint import noqa
 from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze, syntax_check
@@ -19,7 +19,7 @@ from autograd_lint.model.guard import stage
 from autograd_lint.model.source import SourceFile, split_lines
 from autograd_lint.model.spec import FunctionSpec
 from autograd_lint.rules import all_rules
-from autograd_lint.rules.base import Diagnostic, FunctionContext, Rule
+from autograd_lint.rules.base import Diagnostic, FunctionContext, Report, Rule
 from autograd_lint.settings import Settings
 
 def _matches(code: str, selectors: Iterable[str]) -> str | None:
@@ -88,18 +88,25 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
     path = analysis.source.path
     for rule in rules:
         with stage(path, f"running {rule.code}"):
+            if rule.reads_findings:
+                others = functools.partial(every_finding, analysis, settings, but=rule.code)
+                reports = list(rule.check_findings(analysis, settings, others))
+                diagnostics.update(_diagnostics(path, rule, reports))
+                continue
             reports = list(rule.check_module(analysis, settings))
             for function in analysis.functions:
                 if is_decorated(function, analysis.source.text):
                     continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
                 reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
-        for report in reports:
-            severity = report.severity or rule.severity
-            diagnostics.add(
-                Diagnostic(path, report.position.line, report.position.column, rule.code, report.message, severity)
-            )
+        diagnostics.update(_diagnostics(path, rule, reports))
     result = sorted(diagnostics, key=Diagnostic.sort_key)
     return _without_noqa(result, split_lines(analysis.source.text)) if honour_noqa else result
+
+
+def _diagnostics(path: str, rule: Rule, reports: Iterable[Report]) -> Iterator[Diagnostic]:
+    for report in reports:
+        severity = report.severity or rule.severity
+        yield Diagnostic(path, report.position.line, report.position.column, rule.code, report.message, severity)
 
 
 def every_finding(analysis: FileAnalysis, settings: Settings, but: str) -> list[Diagnostic]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from autograd_lint.docs import rule_page
+from autograd_lint.lint.docs import rule_page
 from autograd_lint.rules import all_rules, rule_by_code
 
 

@@ -1,4 +1,4 @@
-"""``autograd-lint server``: a language server over stdio (see :mod:`autograd_lint.server`).
+"""``autograd-lint server``: a language server over stdio (see :mod:`autograd_lint.lint.server`).
 
 Needs pygls (``pip install 'autograd-lint[lsp]'``); without it, one line on
 stderr and exit code 2.
@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from autograd_lint.server import serve
+        from autograd_lint.lint.server import serve
     except ImportError as error:
         print(f"error: autograd-lint server needs pygls ({error}); pip install 'autograd-lint[lsp]'", file=sys.stderr)
         return 2

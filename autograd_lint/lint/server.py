@@ -35,10 +35,10 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec, ServerTextPosition
 
 from autograd_lint import __version__
-from autograd_lint.add_noqa import add_noqa_to_text
+from autograd_lint.lint.add_noqa import add_noqa_to_text
 from autograd_lint.config import ConfigError, project_settings
-from autograd_lint.docs import rule_page
-from autograd_lint.engine import check_source
+from autograd_lint.lint.docs import rule_page
+from autograd_lint.lint.engine import check_source
 from autograd_lint.model.source import SourceError, SourceFile, module_name
 from autograd_lint.rules import rule_by_code
 from autograd_lint.rules.base import Diagnostic, FixSafety, Severity
@@ -201,7 +201,7 @@ def _ours(checked: Checked, reported: types.Diagnostic) -> Diagnostic | None:
 def code_actions(checked: Checked, uri: str, reported: Sequence[types.Diagnostic]) -> list[types.CodeAction]:
     """Quick fixes for the findings in ``reported``: the rule's fix, then a ``# noqa`` for the line."""
     # Imported here: the fix pass loads libcst.codemod, which publishing diagnostics does not need.
-    from autograd_lint.fix import fix_diagnostic
+    from autograd_lint.lint.fix import fix_diagnostic
 
     actions = []
     for client_diagnostic in reported:

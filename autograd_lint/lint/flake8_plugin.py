@@ -26,7 +26,7 @@ from autograd_lint import __version__
 from autograd_lint.model.analysis import analyze
 from autograd_lint.model.custom_ops import mentions_custom_op
 from autograd_lint.config import ConfigError, identifiers, project_settings, qualified_names
-from autograd_lint.engine import check_analysis, module_needs
+from autograd_lint.lint.engine import check_analysis, module_needs
 from autograd_lint.noqa import file_noqa
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.agl100_unused_noqa import UnusedNoqa

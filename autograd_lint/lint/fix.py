@@ -31,7 +31,7 @@ from autograd_lint.model.analysis import FileAnalysis, analyze, python_rejects
 from autograd_lint.model.discovery import Run
 from autograd_lint.model.cst_parse import parse_module
 from autograd_lint.model.guard import describe, run_guarded
-from autograd_lint.engine import check_analysis, module_needs, selected_rules
+from autograd_lint.lint.engine import check_analysis, module_needs, selected_rules
 from autograd_lint.files import write_atomically
 from autograd_lint.rules import rule_by_code
 from autograd_lint.rules.base import Diagnostic, FixSafety, Rule

@@ -15,7 +15,7 @@ from typing import Callable, Collection, Sequence
 from urllib.parse import quote
 
 from autograd_lint import __version__
-from autograd_lint.docs import rule_page
+from autograd_lint.lint.docs import rule_page
 from autograd_lint.rules import all_rules, rule_by_code
 from autograd_lint.rules.base import Diagnostic, Rule, Severity
 from autograd_lint.model.source import SourceError

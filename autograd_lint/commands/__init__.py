@@ -1,1 +1,0 @@
-"""Sub-commands of the ``autograd-lint`` command line (see :mod:`autograd_lint.cli`)."""
