@@ -122,10 +122,11 @@ def every_finding(analysis: FileAnalysis, settings: Settings, but: str) -> list[
 
 @dataclass(frozen=True)
 class SourceCheck:
-    """The Functions of one file checked on its own, and its findings."""
+    """The Functions of one file checked on its own, its findings, and the analysis they came from."""
 
     functions: list[FunctionSpec]
     diagnostics: list[Diagnostic]
+    analysis: FileAnalysis
 
 
 def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
@@ -136,7 +137,7 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
     """
     syntax_check(source)
     analysis = analyze(source, {}, settings, module_needs(settings))
-    return SourceCheck(analysis.functions, check_analysis(analysis, settings))
+    return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
 
 
 def _without_noqa(diagnostics: Sequence[Diagnostic], lines: Sequence[str]) -> list[Diagnostic]:
