@@ -93,7 +93,10 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
                 reports = list(rule.check_findings(analysis, settings, others))
                 diagnostics.update(_diagnostics(path, rule, reports))
                 continue
-            reports = list(rule.check_module(analysis, settings))
+            # A rule that looks outside the Function classes has nothing to find when the
+            # text shows none of what it needs (the module may be parsed whole for another rule).
+            shown = not rule.needs or not rule.needs.isdisjoint(analysis.shown_needs)
+            reports = list(rule.check_module(analysis, settings)) if shown else []
             for function in analysis.functions:
                 if is_decorated(function, analysis.source.text):
                     continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
