@@ -140,6 +140,7 @@ class SetupContextParameters(Rule):
 
             kw.register_autograd(lambda ctx, g: g * ctx.v, setup_context=setup_context)
             """,
+            line=8,
             message="'keyword_only_inputs'",
         ),
         Invalid(
@@ -159,6 +160,7 @@ class SetupContextParameters(Rule):
                 "demo::sin", backward, setup_context=lambda ctx, inputs, outputs: ctx.save_for_backward(inputs[0])
             )
             """,
+            line=13,
             message="'output'",
         ),
     ]

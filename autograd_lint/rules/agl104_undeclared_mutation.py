@@ -122,6 +122,7 @@ class UndeclaredMutation(Rule):
             def add_into(x: Tensor, y: Tensor, out: Tensor) -> None:
                 torch.add(x, y, out=out)
             """,
+            line=6,
             message="out=",
         ),
     ]

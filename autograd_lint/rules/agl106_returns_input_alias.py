@@ -133,6 +133,7 @@ class ReturnsInputAlias(Rule):
             def flat(x: Tensor) -> Tensor:
                 return x.view(-1)
             """,
+            line=6,
             message="`.view()`",
         ),
         Invalid(
@@ -144,6 +145,7 @@ class ReturnsInputAlias(Rule):
             def split(x: Tensor) -> tuple[Tensor, Tensor]:
                 return x[:1].clone(), x[1:]
             """,
+            line=6,
             message="basic indexing",
         ),
     ]

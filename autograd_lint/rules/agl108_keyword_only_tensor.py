@@ -90,6 +90,7 @@ class KeywordOnlyTensor(Rule):
             def bias(x: Tensor, *, b: Optional[Tensor] = None) -> Tensor:
                 return x.clone() if b is None else x + b
             """,
+            line=6,
             message="Optional[Tensor]",
         ),
         Invalid(
@@ -101,6 +102,7 @@ class KeywordOnlyTensor(Rule):
             def stack_add(x: Tensor, *, others: list[Tensor]) -> Tensor:
                 return x + sum(others)
             """,
+            line=5,
             message="list[Tensor]",
         ),
     ]

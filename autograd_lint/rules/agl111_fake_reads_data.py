@@ -147,6 +147,7 @@ class FakeReadsData(Rule):
                 n = int(x.sum().item())
                 return x.new_empty(n)
             """,
+            line=10,
             message="`.item()`",
         ),
         Invalid(
@@ -160,6 +161,7 @@ class FakeReadsData(Rule):
 
             top.register_fake(lambda x, k: x.new_empty(int(k)))
             """,
+            line=8,
             message="`int()` on tensor `k`",
         ),
     ]

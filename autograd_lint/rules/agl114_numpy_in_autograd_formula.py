@@ -137,6 +137,7 @@ class NumpyInAutogradFormula(Rule):
             npsin.register_autograd(backward, setup_context=setup_context)
             """,
             line=14,
+            message="backward `backward` of demo::npsin calls `.numpy()`",
         ),
         Invalid(
             """
@@ -152,6 +153,7 @@ class NumpyInAutogradFormula(Rule):
 
             scale.register_autograd(lambda ctx, g: (g * ctx.s, None), setup_context=setup_context)
             """,
+            line=9,
             message="setup_context `setup_context`",
         ),
         Invalid(
@@ -172,6 +174,7 @@ class NumpyInAutogradFormula(Rule):
                 "demo::clip", backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0])
             )
             """,
+            line=11,
             message="`.numpy()`",
         ),
     ]

@@ -165,6 +165,7 @@ class FunctionApplyInOp(Rule):
             def _(x, s):
                 return torch.empty_like(x)
             """,
+            line=16,
             message="`Scale`",
         ),
         Invalid(
@@ -189,5 +190,7 @@ class FunctionApplyInOp(Rule):
             def _(x):
                 return Double.apply(x)
             """,
+            line=19,
+            message="demo::double applies autograd.Function `Double`",
         ),
     ]
