@@ -272,6 +272,27 @@ class MethodModel:
     def is_bound(self, name: str) -> bool:
         return name in self.bindings
 
+    def escapes(self, name: str, *, in_nested_scopes: bool = True) -> bool:
+        """Whether code out of sight may act on what ``name`` holds: the body uses the name
+        other than as ``name.<attribute>`` (passes it to a call, stores, returns or aliases
+        it), rebinds or deletes it, or a nested ``def``/``class``/``lambda`` uses it (that
+        code may run anywhere).  With ``in_nested_scopes`` false, ``name.<attribute>`` and a
+        parameter of that name inside a nested scope are not counted."""
+        if self.is_rebound(name):
+            return True
+        for use in self.nested_uses.get(name, ()):
+            if in_nested_scopes:
+                return True
+            parent = self.parent(use)
+            if not (isinstance(parent, cst.Attribute) and parent.value is use) and not isinstance(parent, cst.Param):
+                return True
+        for binding in self.bindings_of(name):
+            for use in self.uses(binding):
+                parent = self.parent(use)
+                if not (isinstance(parent, cst.Attribute) and parent.value is use):
+                    return True
+        return False
+
     # -- kinds ------------------------------------------------------------------
     def name_kind(self, use: cst.Name) -> Kind | None:
         """The kind of ``use``: the join over the bindings that reach it; None when the body
