@@ -193,6 +193,26 @@ class InplaceWrite:
 
 
 @dataclass(frozen=True, eq=False)
+class Unpacking:
+    """``a, b = value``: an assignment whose ``target`` (a tuple or list) binds names by
+    unpacking ``value`` (not a matching tuple literal, whose elements are assigned one by one)."""
+
+    node: cst.Assign
+    target: cst.Tuple | cst.List
+    value: cst.BaseExpression
+
+    @property
+    def starred(self) -> bool:
+        """Whether a starred name (``a, *rest = value``) takes any number of elements."""
+        return any(isinstance(e, cst.StarredElement) for e in self.target.elements)
+
+    @property
+    def count(self) -> int:
+        """How many names (or nested targets) the target has."""
+        return len(self.target.elements)
+
+
+@dataclass(frozen=True, eq=False)
 class ReturnValue:
     """A ``return`` statement: its value and, when the value is a tuple literal without a
     starred element (or a name that only a tuple literal reaches), its elements."""
@@ -539,6 +559,30 @@ class MethodModel:
             for index, element in enumerate(target_node.elements):
                 if isinstance(element.value, cst.Name) and element.value.value == binding.name:
                     return site.value, index
+        return None
+
+    def unpackings(self) -> list[Unpacking]:
+        """Every ``a, b = value`` of the body (each tuple or list target of an assignment that
+        binds a name by unpacking), in the order the walk first reaches them; code after a
+        ``return`` or ``raise`` in the same block is not walked."""
+        found: dict[tuple[int, int], Unpacking] = {}
+        for binding in self.ordered:
+            site = binding.site
+            if binding.how is not How.UNPACKING or not isinstance(site, cst.Assign):
+                continue
+            for target in site.targets:
+                if isinstance(target.target, (cst.Tuple, cst.List)):
+                    found.setdefault((id(site), id(target)), Unpacking(site, target.target, site.value))
+        return list(found.values())
+
+    def unpacking_of(self, binding: Binding) -> Unpacking | None:
+        """The ``a, b = value`` that makes ``binding`` (its first tuple or list target), if any."""
+        site = binding.site
+        if binding.how is not How.UNPACKING or not isinstance(site, cst.Assign):
+            return None
+        for target in site.targets:
+            if isinstance(target.target, (cst.Tuple, cst.List)):
+                return Unpacking(site, target.target, site.value)
         return None
 
     def return_positions(self, ret: ReturnValue) -> tuple[tuple[cst.BaseExpression | None, ...], bool] | None:

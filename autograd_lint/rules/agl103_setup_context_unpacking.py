@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model.semantic import How, MethodModel
+from autograd_lint.model.semantic import MethodModel
 from autograd_lint.rules._common import plural
 from autograd_lint.rules._custom_ops import registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
@@ -20,26 +20,11 @@ def _unpackings(model: MethodModel, name: str) -> list[tuple[cst.Assign, int]]:
     if param is None:
         return []
     held = {id(use) for use in model.uses(param) if model.reaching(use) == frozenset({param})}
-    sites: dict[int, cst.Assign] = {}
-    for bindings in model.bindings.values():
-        for binding in bindings:
-            site = binding.site
-            if (
-                binding.how is How.UNPACKING
-                and isinstance(site, cst.Assign)
-                and isinstance(site.value, cst.Name)
-                and id(site.value) in held
-            ):
-                sites.setdefault(id(site), site)
-    found = []
-    for assign in sites.values():
-        for target in assign.targets:
-            element = target.target
-            if isinstance(element, (cst.Tuple, cst.List)) and not any(
-                isinstance(e, cst.StarredElement) for e in element.elements
-            ):
-                found.append((assign, len(element.elements)))
-    return found
+    return [
+        (u.node, u.count)
+        for u in model.unpackings()
+        if isinstance(u.value, cst.Name) and id(u.value) in held and not u.starred
+    ]
 
 
 class SetupContextUnpacking(Rule):
