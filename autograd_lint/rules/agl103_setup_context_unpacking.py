@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
@@ -10,6 +10,10 @@ from autograd_lint.model.semantic import MethodModel
 from autograd_lint.rules._common import plural
 from autograd_lint.rules._custom_ops import registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 def _unpackings(model: MethodModel, name: str) -> list[tuple[cst.Assign, int]]:
@@ -41,7 +45,7 @@ class SetupContextUnpacking(Rule):
         "`opcheck` docstring example has this bug)."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         for op, registration in registrations(analysis, "autograd"):
             setup = registration.setup_context
             if setup is None or not isinstance(setup.node, cst.FunctionDef) or setup.method is None:
