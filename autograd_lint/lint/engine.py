@@ -102,7 +102,8 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
                     continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
                 reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         diagnostics.update(_diagnostics(path, rule, reports))
-    result = sorted(diagnostics, key=Diagnostic.sort_key)
+    # The message breaks ties: two findings of one rule at one place (a set, in hash order) must print in one order.
+    result = sorted(diagnostics, key=lambda d: (d.sort_key(), d.message))
     return _without_noqa(result, split_lines(analysis.source.text)) if honour_noqa else result
 
 
