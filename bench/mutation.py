@@ -11,7 +11,8 @@ is printed (and is what docs/testing.md publishes).
 Why a sample: a module has hundreds of mutants, many of them operator swaps at one site
 (``a + b`` to ``a - b``, ``a * b``, ...).  The sample takes one mutant per site, at sites
 drawn with a fixed seed, after dropping mutants inside type annotations (never evaluated
-under ``from __future__ import annotations``: equivalent mutants).  So a shard runs in
+under ``from __future__ import annotations``: equivalent mutants), swaps of a signature's
+bare ``*`` and mutants that do not compile (which any test run would count as killed).  So a shard runs in
 minutes on two shared cores; ``--sample 0`` runs every site.
 
 Not part of CI: the copy and the test runs are slow by nature.  Needs the ``mutation``
@@ -81,9 +82,9 @@ def copy_checkout(destination: Path) -> None:
             shutil.copy2(source, target)
 
 
-def annotation_lines(path: Path) -> set[tuple[int, int]]:
-    """(line, column) of every node inside a type annotation of ``path``."""
-    inside: set[tuple[int, int]] = set()
+def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The (start, end) (line, column) of every type annotation in ``path``."""
+    spans = []
     for node in ast.walk(ast.parse(path.read_text())):
         annotations: list[ast.expr | None] = []
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -93,30 +94,74 @@ def annotation_lines(path: Path) -> set[tuple[int, int]]:
         elif isinstance(node, ast.AnnAssign):
             annotations.append(node.annotation)
         for annotation in filter(None, annotations):
-            inside.update((n.lineno, n.col_offset) for n in ast.walk(annotation) if hasattr(n, "lineno"))
-    return inside
+            assert annotation.end_lineno is not None and annotation.end_col_offset is not None
+            spans.append(((annotation.lineno, annotation.col_offset), (annotation.end_lineno, annotation.end_col_offset)))
+    return spans
+
+
+def in_annotation(position: tuple[int, int], spans: list[tuple[tuple[int, int], tuple[int, int]]]) -> bool:
+    """Whether a mutant at ``position`` (cosmic-ray's: 1-based line, 0-based column, as ast's;
+    an operator's own position, inside its expression) lies in an annotation."""
+    return any(start <= position < end for start, end in spans)
+
+
+def parameter_marker(lines: list[str], position: tuple[int, int]) -> bool:
+    """Whether ``position`` is the bare ``*`` or ``/`` of a signature (``def f(a, *, b)``):
+    cosmic-ray swaps it as an operator, giving a syntax error (``+``), which any test run
+    "kills", or ``/``, a positional-only marker that changes next to nothing."""
+    row, col = position
+    text = lines[row - 1] if row <= len(lines) else ""
+    return text[col:col + 1] in ("*", "/") and text[col + 1:].lstrip()[:1] in (",", ")", "")
+
+
+def compiles(source: str, operator_name: str, arguments: str | None, occurrence: int) -> bool:
+    """Whether the mutant is valid Python."""
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.plugins import get_operator
+
+    options = json.loads(arguments or "{}")
+    while isinstance(options, str):  # SQLAlchemy's JSON column stores an encoded string
+        options = json.loads(options)
+    operator = get_operator(operator_name)(**(options or {}))
+    mutated = mutate_code(source, operator, occurrence)
+    if mutated is None:
+        return False
+    try:
+        compile(mutated, "<mutant>", "exec")
+    except SyntaxError:
+        return False
+    return True
 
 
 def sample_jobs(session: Path, module: Path, size: int, seed: int) -> tuple[int, int]:
-    """Keep one mutant per site at ``size`` sites drawn with ``seed`` (all sites when 0).
+    """Keep one mutant per site at ``size`` sites drawn with ``seed`` (all sites when 0),
+    leaving out mutants inside annotations, of a signature's ``*`` marker, and not valid Python.
 
     Returns (all mutants, mutants kept)."""
-    annotated = annotation_lines(module)
+    spans = annotation_spans(module)
+    source = module.read_text()
+    lines = source.splitlines()
     db = sqlite3.connect(session)
     rows = db.execute(
-        "SELECT job_id, operator_name, start_pos_row, start_pos_col FROM mutation_specs ORDER BY job_id"
+        "SELECT job_id, operator_name, operator_args, occurrence, start_pos_row, start_pos_col "
+        "FROM mutation_specs ORDER BY job_id"
     ).fetchall()
-    by_site: dict[tuple[int, int], list[str]] = {}
-    for job, operator, row, col in rows:
-        # cosmic-ray's columns are 0-based, as ast's are.
-        if (row, col) in annotated:
-            continue
-        by_site.setdefault((row, col), []).append(job)
+    by_site: dict[tuple[int, int], list[tuple[str, str, str | None, int]]] = {}
+    for job, operator, arguments, occurrence, row, col in rows:
+        if not in_annotation((row, col), spans) and not parameter_marker(lines, (row, col)):
+            by_site.setdefault((row, col), []).append((job, operator, arguments, occurrence))
     rng = random.Random(seed)
     sites = sorted(by_site)
-    if size:
-        sites = sorted(rng.sample(sites, min(size, len(sites))))
-    keep = {rng.choice(sorted(by_site[site])) for site in sites}
+    rng.shuffle(sites)
+    keep: set[str] = set()
+    for site in sites:
+        if size and len(keep) == size:
+            break
+        candidates = sorted(by_site[site])
+        rng.shuffle(candidates)
+        chosen = next((c for c in candidates if compiles(source, c[1], c[2], c[3])), None)
+        if chosen is not None:
+            keep.add(chosen[0])
     drop = [(job,) for job, *_ in rows if job not in keep]
     db.executemany("DELETE FROM mutation_specs WHERE job_id = ?", drop)
     db.executemany("DELETE FROM work_items WHERE job_id = ?", drop)
