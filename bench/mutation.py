@@ -62,7 +62,8 @@ SHARDS = (
     Shard("rules", "autograd_lint/rules/agl001_gradient_count.py", ("tests/rules/test_rule_examples.py",), select="AGL001"),
     Shard("rules", "autograd_lint/rules/agl015_missing_return.py", ("tests/rules/test_rule_examples.py",), select="AGL015"),
     Shard("lint", "autograd_lint/lint/baseline.py", ("tests/cli/test_baseline.py",)),
-    Shard("lint", "autograd_lint/lint/add_noqa.py", ("tests/cli/test_noqa_comments.py",)),
+    Shard("lint", "autograd_lint/lint/add_noqa.py", ("tests/cli/test_adoption.py", "tests/cli/test_noqa_comments.py"),
+          select="noqa"),
     Shard("gentests", "autograd_lint/gentests/tolerance.py", ("tests/gentests/test_tolerance.py",)),
     Shard("coverage", "autograd_lint/coverage/pragma.py", ("tests/coverage/test_pragma.py",)),
 )
