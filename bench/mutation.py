@@ -66,6 +66,8 @@ SHARDS = (
           select="noqa"),
     Shard("gentests", "autograd_lint/gentests/tolerance.py", ("tests/gentests/test_tolerance.py",)),
     Shard("coverage", "autograd_lint/coverage/pragma.py", ("tests/coverage/test_pragma.py",)),
+    Shard("coverage", "autograd_lint/coverage/report.py", ("tests/coverage/test_fast_paths.py",
+                                                           "tests/coverage/test_report_and_plugin.py")),
 )
 
 
