@@ -154,6 +154,9 @@ class Fixer(cst.CSTTransformer):
     def __init__(self, analysis: "FileAnalysis", diagnostics: Sequence[Diagnostic]) -> None:
         super().__init__()
         self.analysis = analysis
+        # Set by the fix pass for the fixer of a rule that ``reads_findings``:
+        # what every other rule reports in the file, as ``check_findings`` gets it.
+        self.findings: Callable[[], Sequence[Diagnostic]] | None = None
         self.positions = frozenset(Position(d.line, d.column) for d in diagnostics)
         self.lines = frozenset(d.line for d in diagnostics)
         self.needed_imports: list[ImportRef] = []
