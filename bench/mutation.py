@@ -64,6 +64,7 @@ SHARDS = (
     Shard("lint", "autograd_lint/lint/baseline.py", ("tests/cli/test_baseline.py",)),
     Shard("lint", "autograd_lint/lint/add_noqa.py", ("tests/cli/test_adoption.py", "tests/cli/test_noqa_comments.py"),
           select="noqa"),
+    Shard("gentests", "autograd_lint/gentests/writer.py", ("tests/gentests/test_writer.py",)),
     Shard("gentests", "autograd_lint/gentests/tolerance.py", ("tests/gentests/test_tolerance.py",)),
     Shard("coverage", "autograd_lint/coverage/pragma.py", ("tests/coverage/test_pragma.py",)),
     Shard("coverage", "autograd_lint/coverage/report.py", ("tests/coverage/test_fast_paths.py",
