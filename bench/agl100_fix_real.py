@@ -1,0 +1,101 @@
+"""AGL100 and its fix on real repositories (see docs/cli.md, "Unused noqa comments").
+
+Usage:
+    python bench/agl100_fix_real.py REPOS NAME [NAME ...]
+
+For each repository NAME extracted under REPOS (the commits pinned in
+``bench/accuracy_repos.txt``), in a scratch copy of its Python files:
+
+1. ``check --isolated --add-noqa .`` silences every finding where it is;
+2. ``check --isolated --select AGL100 .``: every code just added silences a
+   finding, so each AGL100 here is a false positive of the whole-project run;
+3. each file given a comment in 1, checked alone (``--select AGL100 FILE``, as
+   pre-commit or an editor would): AGL100 findings there are codes that only
+   look unused because the other files are not read;
+4. ``AGL030`` (a rule that is off by default, so never added in 1) appended to
+   every comment of 1 that does not silence it, then ``check --fix --select
+   AGL100 .``: the fix must remove exactly those, leave every other code, keep
+   the code outside comments byte for byte, and give files that compile.
+
+Prints one line of figures per repository and a total.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tokenize
+from pathlib import Path
+
+STALE = "AGL030"
+NOQA = re.compile(r"# noqa: (AGL[0-9]+(?:, AGL[0-9]+)*)")
+
+
+def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autograd_lint", "check", "--isolated", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=3600,
+    )
+
+
+def code_outside_comments(text: str) -> list[str]:
+    columns = {
+        token.start[0]: token.start[1]
+        for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.type == tokenize.COMMENT
+    }
+    return [line[: columns[n]].rstrip() if n in columns else line for n, line in enumerate(text.splitlines(), 1)]
+
+
+def measure(source: Path, scratch: Path) -> dict[str, int]:
+    shutil.copytree(source, scratch, ignore=lambda d, names: [n for n in names if not (n.endswith(".py") or (Path(d) / n).is_dir())])
+    before = {p: p.read_text(encoding="utf-8", errors="surrogateescape") for p in scratch.rglob("*.py")}
+    check("--add-noqa", ".", cwd=scratch)
+    commented = {p: p.read_text(encoding="utf-8", errors="surrogateescape") for p in before}
+    changed = [p for p in before if commented[p] != before[p]]
+    added = sum(len(NOQA.findall(commented[p])) - len(NOQA.findall(before[p])) for p in changed)
+    whole = check("--select", "AGL100", ".", cwd=scratch).stdout.count(": AGL100 ")
+    alone = sum(check("--select", "AGL100", str(p.relative_to(scratch)), cwd=scratch).stdout.count(": AGL100 ") for p in changed)
+    stale = 0
+    for path in changed:
+        text = NOQA.sub(lambda m: m.group(0) if STALE in m.group(1) else f"# noqa: {m.group(1)}, {STALE}", commented[path])
+        stale += text.count(f", {STALE}") - commented[path].count(f", {STALE}")
+        path.write_text(text, encoding="utf-8", errors="surrogateescape")
+    staled = {p: p.read_text(encoding="utf-8", errors="surrogateescape") for p in changed}
+    fix = check("--fix", "--select", "AGL100", ".", cwd=scratch)
+    broken = identical = restored = 0
+    for path in changed:
+        after = path.read_text(encoding="utf-8", errors="surrogateescape")
+        try:
+            compile(after, str(path), "exec")
+        except SyntaxError:
+            broken += 1
+        identical += code_outside_comments(after) == code_outside_comments(staled[path])
+        restored += after == commented[path]
+    remaining = check("--select", "AGL100", ".", cwd=scratch).stdout.count(": AGL100 ")
+    return {
+        "files": len(before), "files commented": len(changed), "codes added": added,
+        "AGL100 whole run": whole, "AGL100 file alone": alone, "stale codes": stale,
+        "fix exit": fix.returncode, "fixed files restored": restored, "code identical": identical,
+        "not compiling": broken, "AGL100 after fix": remaining,
+    }
+
+
+def main() -> None:
+    repos, names = Path(sys.argv[1]), sys.argv[2:]
+    totals: dict[str, int] = {}
+    for name in names:
+        with tempfile.TemporaryDirectory() as scratch:
+            figures = measure(repos / name, Path(scratch) / name)
+        print(name, figures, flush=True)
+        for key, value in figures.items():
+            totals[key] = totals.get(key, 0) + value
+    print("total", totals)
+
+
+if __name__ == "__main__":
+    main()
