@@ -82,7 +82,10 @@ class Valid:
 
 @dataclass(frozen=True)
 class Invalid:
-    """Source on which the rule must report, on ``line`` (1-based) if given."""
+    """Source on which the rule must report a finding on ``line`` (1-based) whose message
+    contains ``message``.  Both are required of every example (tests/rules/test_rule_examples.py
+    fails on one without them); they default to None only so that a missing one is a test
+    failure naming the example, not an import error of every rule."""
 
     code: str
     line: int | None = None
