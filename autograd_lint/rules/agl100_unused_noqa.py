@@ -186,7 +186,10 @@ class UnusedNoqa(Rule):
     autograd-lint.  Every rule is consulted, whether or not the run selects it,
     so the answer does not depend on the selection.  Codes of other linters
     (``E501``) and a bare ``# noqa`` are left alone, and only files that define
-    a Function are looked at.
+    a Function are looked at.  Lines whose findings may come from files the run
+    does not read are left alone too: those of a class that is not a recognised
+    Function and has a base the run does not know, and, outside the recognised
+    Functions, those that name an imported name (any line, after ``import *``).
 
     The fix takes those codes out of the comment, keeping the others (other
     tools' codes too); a ``# noqa`` left without codes is removed (never made a
