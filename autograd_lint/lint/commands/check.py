@@ -501,7 +501,10 @@ def _watched_files(args: argparse.Namespace) -> list[str]:
     elif args.config:
         configs = extended_files(args.config)
     else:
-        start = Path(os.path.commonpath([os.path.abspath(p) for p in _paths(args)]))
+        try:
+            start = Path(os.path.commonpath([os.path.abspath(p) for p in _paths(args)]))
+        except ValueError:  # paths on different drives
+            start = Path.cwd()
         # A pyproject.toml anywhere up may gain (or lose) the table: each one is watched.
         configs = [f for d in (start, *start.parents) for f in extended_files(d / CONFIG_FILE)]
     try:
