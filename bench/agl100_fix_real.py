@@ -17,6 +17,11 @@ For each repository NAME extracted under REPOS (the commits pinned in
    AGL100 .``: the fix must remove those (but the ones on lines it can't judge,
    see AGL100's docs), leave every other code, keep the code outside comments
    byte for byte, and give files that compile.
+5. in a fresh copy, ``AGL005, E501`` added to every line that can hold a comment
+   in every file that names ``Function`` (merged into comments already there),
+   then ``check --fix --select AGL100 .``: compiles, code outside comments byte
+   for byte, every ``E501`` kept; ``AGL005`` left only where AGL100 cannot judge
+   (or where AGL005 is reported).
 
 Prints one line of figures per repository and a total.
 """
@@ -88,12 +93,52 @@ def measure(source: Path, scratch: Path) -> dict[str, int]:
     }
 
 
+def every_slot(source: Path, scratch: Path) -> dict[str, int]:
+    from autograd_lint.noqa import add_codes, comment_layout
+
+    shutil.copytree(source, scratch, ignore=lambda d, names: [n for n in names if not (n.endswith(".py") or (Path(d) / n).is_dir())])
+    before = {}
+    for path in scratch.rglob("*.py"):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        layout = comment_layout(text) if "Function" in text else None
+        if layout is None:
+            continue
+        lines = text.splitlines(keepends=True)
+        for index, line in enumerate(lines):
+            body = line.rstrip("\r\n")
+            if index + 1 not in layout.blocked and body.strip():
+                lines[index] = add_codes(body, layout.comment_columns.get(index + 1), ["AGL005", "E501"]) + line[len(body):]
+        before[path] = "".join(lines)
+        path.write_text(before[path], encoding="utf-8")
+    fix = check("--fix", "--select", "AGL100", ".", cwd=scratch)
+    broken = identical = e501 = 0
+    slots = left = 0
+    for path, text in before.items():
+        after = path.read_text(encoding="utf-8")
+        try:
+            compile(after, str(path), "exec")
+        except SyntaxError:
+            broken += 1
+        identical += code_outside_comments(after) == code_outside_comments(text)
+        e501 += after.count("E501") == text.count("E501")
+        slots += text.count("AGL005")
+        left += after.count("AGL005")
+    return {
+        "slot files": len(before), "slots": slots, "AGL005 left": left, "slot fix exit": fix.returncode,
+        "slot code identical": identical, "slot E501 kept": e501, "slot not compiling": broken,
+    }
+
+
 def main() -> None:
     repos, names = Path(sys.argv[1]), sys.argv[2:]
     totals: dict[str, int] = {}
     for name in names:
         with tempfile.TemporaryDirectory() as scratch:
             figures = measure(repos / name, Path(scratch) / name)
+            figures |= every_slot(repos / name, Path(scratch) / f"{name}-slots")
         print(name, figures, flush=True)
         for key, value in figures.items():
             totals[key] = totals.get(key, 0) + value
