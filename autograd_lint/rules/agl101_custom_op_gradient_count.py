@@ -140,6 +140,7 @@ class CustomOpGradientCount(Rule):
 
             torch.library.register_autograd("demo::mul", backward, setup_context=setup_context)
             """,
+            line=15,
             message="on every backward",
         ),
         Invalid(
@@ -153,6 +154,7 @@ class CustomOpGradientCount(Rule):
 
             pad.register_autograd(lambda ctx, g: (g, *((None,) * 2)))
             """,
+            line=8,
             message="returns 3 gradients",
         ),
     ]

@@ -144,6 +144,7 @@ class SetupContextParameters(Rule):
 
             kw.register_autograd(lambda ctx, g: g * ctx.v, setup_context=setup_context)
             """,
+            line=8,
             message="'keyword_only_inputs'",
         ),
         Invalid(
@@ -163,6 +164,7 @@ class SetupContextParameters(Rule):
                 "demo::sin", backward, setup_context=lambda ctx, inputs, outputs: ctx.save_for_backward(inputs[0])
             )
             """,
+            line=13,
             message="'output'",
         ),
     ]

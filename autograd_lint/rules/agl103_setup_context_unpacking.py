@@ -155,6 +155,7 @@ class SetupContextUnpacking(Rule):
 
             scale.register_autograd(lambda ctx, g: (g * ctx.a, None, None), setup_context=setup_context)
             """,
+            line=9,
             message="3 positional parameters",
         ),
         Invalid(
@@ -176,5 +177,7 @@ class SetupContextUnpacking(Rule):
 
             torch.library.register_autograd("demo::sin", backward, setup_context=setup_context)
             """,
+            line=9,
+            message="unpacks inputs into 2 names but demo::sin has 1 positional parameter",
         ),
     ]

@@ -145,6 +145,7 @@ class UndeclaredMutation(Rule):
             def add_into(x: Tensor, y: Tensor, out: Tensor) -> None:
                 torch.add(x, y, out=out)
             """,
+            line=6,
             message="out=",
         ),
         # A kernel's parameters are the op's: `+=` on one the op declares a Tensor writes it.

@@ -93,6 +93,7 @@ class MutatesArgsUnknownName(Rule):
 
             sin_out = custom_op("demo::sin_out", _sin_out, mutates_args=["x", "result"])
             """,
+            line=7,
             message='"result"',
         ),
         Invalid(
@@ -104,6 +105,7 @@ class MutatesArgsUnknownName(Rule):
             def scale_(x: Tensor, factor: float) -> None:
                 x.mul_(factor)
             """,
+            line=4,
             message='"self"',
         ),
     ]

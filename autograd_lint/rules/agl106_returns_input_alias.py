@@ -137,6 +137,7 @@ class ReturnsInputAlias(Rule):
             def flat(x: Tensor) -> Tensor:
                 return x.view(-1)
             """,
+            line=6,
             message="`.view()`",
         ),
         Invalid(
@@ -148,6 +149,7 @@ class ReturnsInputAlias(Rule):
             def split(x: Tensor) -> tuple[Tensor, Tensor]:
                 return x[:1].clone(), x[1:]
             """,
+            line=6,
             message="basic indexing",
         ),
     ]

@@ -102,6 +102,7 @@ class AutogradOnMutatingOp(Rule):
 
             torch.library.register_autograd("demo::fill_", lambda ctx, g: (None, None))
             """,
+            line=8,
             message='"unknown"',
         ),
         Invalid(
@@ -115,5 +116,7 @@ class AutogradOnMutatingOp(Rule):
 
             register_autograd(scale_, lambda ctx, g: (g, None))
             """,
+            line=8,
+            message="register_autograd on demo::scale_, which mutates x",
         ),
     ]

@@ -94,6 +94,7 @@ class KeywordOnlyTensor(Rule):
             def bias(x: Tensor, *, b: Optional[Tensor] = None) -> Tensor:
                 return x.clone() if b is None else x + b
             """,
+            line=6,
             message="Optional[Tensor]",
         ),
         Invalid(
@@ -105,6 +106,7 @@ class KeywordOnlyTensor(Rule):
             def stack_add(x: Tensor, *, others: list[Tensor]) -> Tensor:
                 return x + sum(others)
             """,
+            line=5,
             message="list[Tensor]",
         ),
     ]

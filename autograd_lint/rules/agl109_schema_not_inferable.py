@@ -100,6 +100,7 @@ class SchemaNotInferable(Rule):
             def total(*xs: Tensor) -> Tensor:
                 return sum(xs)
             """,
+            line=5,
             message="`*xs` is not supported",
         ),
         Invalid(
@@ -111,6 +112,7 @@ class SchemaNotInferable(Rule):
             def sin_out(x: Tensor, out: Tensor):
                 out.copy_(x.sin())
             """,
+            line=5,
             message="no return annotation",
         ),
     ]

@@ -116,6 +116,7 @@ class MissingFake(Rule):
             def _(x):
                 return torch.empty_like(x)
             """,
+            line=5,
             message="demo::sin",
         ),
         Invalid(
@@ -129,6 +130,7 @@ class MissingFake(Rule):
             mul = custom_op("demo::mul", _mul, mutates_args=())
             mul.register_autograd(lambda ctx, g: (None, None))
             """,
+            line=7,
             message="@mul.register_fake",
         ),
     ]

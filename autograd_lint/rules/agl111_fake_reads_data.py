@@ -151,6 +151,7 @@ class FakeReadsData(Rule):
                 n = int(x.sum().item())
                 return x.new_empty(n)
             """,
+            line=10,
             message="`.item()`",
         ),
         Invalid(
@@ -164,6 +165,7 @@ class FakeReadsData(Rule):
 
             top.register_fake(lambda x, k: x.new_empty(int(k)))
             """,
+            line=8,
             message="`int()` on tensor `k`",
         ),
     ]

@@ -130,6 +130,7 @@ class FakeArity(Rule):
             def _(x, s=1.0):
                 return torch.empty_like(x)
             """,
+            line=9,
             message="when a caller passes `shift`",
         ),
         Invalid(
@@ -145,6 +146,7 @@ class FakeArity(Rule):
             def _(x, s):
                 return torch.empty_like(x)
             """,
+            line=9,
             message="requires 2 positional arguments",
         ),
     ]

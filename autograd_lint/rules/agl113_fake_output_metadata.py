@@ -162,6 +162,7 @@ class FakeOutputMetadata(Rule):
             def _(x):
                 return torch.empty(x.shape)
             """,
+            line=10,
             message="`empty(...)` without dtype= or device=",
         ),
         Invalid(
@@ -178,6 +179,7 @@ class FakeOutputMetadata(Rule):
                 out = torch.zeros(x.shape[0])
                 return out
             """,
+            line=10,
             message="`zeros(...)`",
         ),
     ]

@@ -141,6 +141,7 @@ class NumpyInAutogradFormula(Rule):
             npsin.register_autograd(backward, setup_context=setup_context)
             """,
             line=14,
+            message="backward `backward` of demo::npsin calls `.numpy()`",
         ),
         Invalid(
             """
@@ -156,6 +157,7 @@ class NumpyInAutogradFormula(Rule):
 
             scale.register_autograd(lambda ctx, g: (g * ctx.s, None), setup_context=setup_context)
             """,
+            line=9,
             message="setup_context `setup_context`",
         ),
         Invalid(
@@ -176,6 +178,7 @@ class NumpyInAutogradFormula(Rule):
                 "demo::clip", backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0])
             )
             """,
+            line=11,
             message="`.numpy()`",
         ),
     ]

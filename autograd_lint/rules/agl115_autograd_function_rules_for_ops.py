@@ -152,6 +152,7 @@ class AutogradFunctionRulesForOps(Rule):
 
             scale.register_autograd(backward, setup_context=setup_context)
             """,
+            line=12,
             message="[AGL014]",
         ),
         Invalid(
@@ -172,6 +173,7 @@ class AutogradFunctionRulesForOps(Rule):
 
             mul.register_autograd(backward, setup_context=setup_context)
             """,
+            line=13,
             message="[AGL016]",
         ),
     ]

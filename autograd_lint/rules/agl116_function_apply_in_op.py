@@ -169,6 +169,7 @@ class FunctionApplyInOp(Rule):
             def _(x, s):
                 return torch.empty_like(x)
             """,
+            line=16,
             message="`Scale`",
         ),
         Invalid(
@@ -193,5 +194,7 @@ class FunctionApplyInOp(Rule):
             def _(x):
                 return Double.apply(x)
             """,
+            line=19,
+            message="demo::double applies autograd.Function `Double`",
         ),
     ]

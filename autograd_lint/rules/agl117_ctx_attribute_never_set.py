@@ -192,6 +192,7 @@ class CtxAttributeNeverSet(Rule):
 
             torch.library.register_autograd("demo::scale", backward, setup_context=setup_context)
             """,
+            line=12,
             message="reads ctx.s, which setup_context never sets",
         ),
         Invalid(
@@ -208,6 +209,7 @@ class CtxAttributeNeverSet(Rule):
 
             mul.register_autograd(lambda ctx, g: (g * ctx.y, None), setup_context=setup_context)
             """,
+            line=11,
             message="backward `<lambda>` of demo::mul reads ctx.y",
         ),
     ]

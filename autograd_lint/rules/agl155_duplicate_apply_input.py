@@ -227,6 +227,7 @@ class DuplicateApplyInput(Rule):
                 h = torch.relu(h)
                 return Gate.apply(h, h)
             """,
+            line=17,
             message="GB6297",
         ),
     ]
