@@ -19,6 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "autograd_lint"
 BASE, MODEL, RULES, FACES = range(4)
 LAYER_NAMES = ("base", "model", "rules", "faces")
 
+
+
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -152,4 +154,4 @@ def circles() -> set[tuple[str, ...]]:
 
 def test_no_import_circle() -> None:
     found = circles()
-    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in sorted(found))
+    assert found == set(), "import circles: " + "; ".join(" <-> ".join(c) for c in sorted(found))
