@@ -32,6 +32,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import keyword
 import re
 import sys
@@ -109,6 +110,10 @@ class FileAnalysis:
     open_refs: set[str] = field(default_factory=set)
     # The custom ops the file defines and registers on; None for a file that has none.
     custom_ops: CustomOpModule | None = None
+    # The needs whose signs the text shows (a subset of the caller's): a module-level rule
+    # whose needs are not among them has nothing to find, whatever else made the module
+    # be parsed whole, and is not run (see the engine).
+    shown_needs: frozenset[ModuleNeed] = frozenset()
 
     # What model.usage derives from the whole module, built on the first rule's request
     # and shared by the others.
@@ -120,7 +125,10 @@ class FileAnalysis:
 
     @cached_property
     def function_uses(self) -> list[FunctionUse]:
-        """Every call on a Function class of this module (:func:`usage.function_uses`)."""
+        """Every call on a Function class of this module (:func:`usage.function_uses`);
+        none when the text shows no such call (the module may be parsed whole for another need)."""
+        if ModuleNeed.FUNCTION_USES not in self.shown_needs:
+            return []
         return usage.function_uses(self)
 
     @cached_property
@@ -145,11 +153,13 @@ def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None 
     return "Function" in text and ("autograd" in text or "autograd" in path)
 
 
+@functools.lru_cache(maxsize=8)
 def python_rejects(text: str, path: str) -> tuple[str, int | None] | None:
     """Why CPython, at its default recursion limit, does not compile ``text``, and on which line.
 
     ``None`` when it does.  Code that passes this is what libcst may parse (see
-    :func:`autograd_lint.model.guard.compile_like_cpython`).
+    :func:`autograd_lint.model.guard.compile_like_cpython`).  Cached: a file checked
+    on its own is compiled by the syntax check and again before its whole-module parse.
     """
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     try:
@@ -195,8 +205,8 @@ class Located:
     imports: ImportMap
     # The class headers whose bases can lead to a Function (none inside a string).
     headers: list[ClassHeader]
-    # Whether the text uses a Function outside the classes as a selected rule needs to see.
-    uses_outside: bool
+    # The needs whose signs the text shows: the whole module is parsed when there is one.
+    shown_needs: frozenset[ModuleNeed]
     # Whether the file can define or register a custom op (:func:`mentions_custom_op`).
     mentions_ops: bool
 
@@ -263,16 +273,18 @@ def locate(
             return qualified is not None and (qualified in bases or qualified in known)
 
         headers = outside_strings(candidate_headers(class_headers(text), is_function_base), text)
-        uses_outside = False
+        shown: set[ModuleNeed] = set()
         if headers:
             names = "|".join(sorted({re.escape(h.name) for h in headers}))
             uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
-            uses_outside = (ModuleNeed.FUNCTION_USES in needs and _is_used(text, uses)) or _apply_needs_module(
-                text, names, imports, needs
-            )
+            if ModuleNeed.FUNCTION_USES in needs and _is_used(text, uses):
+                shown.add(ModuleNeed.FUNCTION_USES)
+            for need in needs - {ModuleNeed.FUNCTION_USES}:
+                if _apply_needs_module(text, names, imports, frozenset({need})):
+                    shown.add(need)
         if mentions_ops is None:
             mentions_ops = mentions_custom_op(text)
-    return Located(imports, headers, uses_outside, mentions_ops)
+    return Located(imports, headers, frozenset(shown), mentions_ops)
 
 
 def parse(source: SourceFile, located: Located, guard: Guard) -> Parsed:
@@ -283,7 +295,7 @@ def parse(source: SourceFile, located: Located, guard: Guard) -> Parsed:
     ops_unit = None
     with stage(source.path, "parsing"):
         if located.headers:
-            blocks = None if located.uses_outside else _block_units(source, located.headers, guard)
+            blocks = None if located.shown_needs else _block_units(source, located.headers, guard)
             if blocks is None:
                 whole_module = _parse_whole(source, guard)
                 blocks = [whole_module]
@@ -304,7 +316,9 @@ def describe(
 ) -> FileAnalysis:
     """The Functions (each method with its semantic model) and custom ops of the parsed code."""
     path = source.path
-    analysis = FileAnalysis(source, located.imports, whole_module=parsed.whole_module)
+    analysis = FileAnalysis(
+        source, located.imports, whole_module=parsed.whole_module, shown_needs=located.shown_needs
+    )
     if parsed.function_units:
         with stage(path, "building the model"):
             extraction = extract_functions(
