@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from autograd_lint import noqa
-from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze, syntax_check
+from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze
 from autograd_lint.model.extract import is_decorated
 from autograd_lint.model.guard import stage
 from autograd_lint.model.source import SourceFile, split_lines
@@ -139,8 +139,7 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
     The file is compiled in full, as a file named on the command line is.  Its
     Functions are recognised from the file alone and ``extra-function-bases``.
     """
-    syntax_check(source)
-    analysis = analyze(source, {}, settings, module_needs(settings))
+    analysis = analyze(source, {}, settings, module_needs(settings), compile_whole=True)
     return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
 
 
