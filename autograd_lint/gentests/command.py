@@ -22,7 +22,7 @@ from autograd_lint.gentests.checks import checks_for
 from autograd_lint.gentests.custom_ops import op_targets, output_name as op_output_name, plan_op, render_op_module
 from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
-from autograd_lint.gentests.not_derivative import not_the_derivative
+from autograd_lint.gentests.not_derivative import not_the_derivative, sampled_gradient, surrogate_of_a_step
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
 from autograd_lint.gentests.domains import preferred_domains
 from autograd_lint.gentests.low_precision import LowPrecision, declared_low_precision
@@ -213,11 +213,19 @@ def run(args: argparse.Namespace) -> int:
                                "gradient and a low-precision kernel; its test compares it with the low-precision "
                                "reference only")
                     surrogate = None
-                elif surrogate is None and (reason := not_the_derivative(spec, lines)) is not None:
-                    surrogate = Surrogate(None, inferred=reason)
+                elif surrogate is None and (reason := not_the_derivative(spec, lines)
+                                            or surrogate_of_a_step(spec, lines)) is not None:
+                    surrogate = Surrogate(None, inferred=reason, sampled=sampled_gradient(spec, lines) is not None)
                     hints.append(f"{spec.path}:{spec.position.line}: {spec.qualname}: backward plainly is not the "
                                  f"derivative of forward: {reason}; generated as a surrogate gradient with "
                                  "test_gradcheck expected to fail (declare it, or fix backward)")
+                elif surrogate is None and (reason := sampled_gradient(spec, lines)) is not None:
+                    surrogate = Surrogate(None, inferred=reason, sampled=True)
+                    hints.append(f"{spec.path}:{spec.position.line}: {spec.qualname}: backward plainly is not the "
+                                 f"derivative of forward: {reason}; generated as a surrogate gradient with "
+                                 "test_gradcheck expected to fail (declare it, or fix backward)")
+                elif surrogate is not None and surrogate.inferred is None and sampled_gradient(spec, lines):
+                    surrogate = Surrogate(surrogate.reference, sampled=True)
                 try:
                     tolerance = declared_tolerance(spec, lines, configured_tolerances)
                 except DeclarationError as error:

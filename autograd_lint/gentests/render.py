@@ -71,6 +71,8 @@ class FunctionPlan:
             return tolerance
         if check is Check.VMAP:
             return ", surrogate=True"
+        if check is Check.SURROGATE_GRADIENTS and surrogate.sampled:
+            return ", sampled=True"
         if check is Check.SURROGATE_REFERENCE and surrogate.reference is not None:
             if surrogate.reference_is_import:
                 return f", reference=load_reference({_quoted(surrogate.reference)})"

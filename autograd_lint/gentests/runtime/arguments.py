@@ -166,7 +166,7 @@ def build_args(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]], sc
 def search_shape_plans(count: int) -> list[tuple[tuple[int, ...], ...]]:
     """Candidate shapes for ``count`` searched tensors, most common layouts first."""
     same = [(3, 4), (2, 3, 4), (3, 3), (4,), ()]
-    dims = [3, 4, 5, 6, 7, 8, 9, 10][: count + 1]
+    dims = [3 + i for i in range(count + 1)]  # one more than the tensors: any number of them
     plans: list[tuple[tuple[int, ...], ...]] = [tuple([same[0]] * count)]
     # Matrix chains (a @ b @ ...), plain and batched.
     plans.append(tuple((dims[i], dims[i + 1]) for i in range(count)))
@@ -175,6 +175,9 @@ def search_shape_plans(count: int) -> list[tuple[tuple[int, ...], ...]]:
     # A matrix with vectors broadcast against its last dimension (bias, scale).
     plans.append(((3, 4),) + ((4,),) * (count - 1))
     plans.extend(tuple([shape] * count) for shape in same[3:])
+    # Last resorts for a backward written for one size (a forward that accepts any): other last dimensions.
+    plans.extend(tuple([(3, last)] * count) for last in (2, 5, 6, 8))
+    plans.extend(tuple([(last,)] * count) for last in (2, 5, 6, 8))
     unique: list[tuple[tuple[int, ...], ...]] = []
     for plan in plans:
         if plan not in unique:

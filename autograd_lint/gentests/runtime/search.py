@@ -25,6 +25,7 @@ from autograd_lint.gentests.runtime.arguments import (
     search_shape_plans,
 )
 from autograd_lint.gentests.runtime.cases import Case, OnClones
+from autograd_lint.gentests.runtime.report import cause_of
 from autograd_lint.gentests.runtime.tensors import (
     differentiable_outputs,
     gradient_like,
@@ -269,10 +270,12 @@ def make_args(function: Any, case: Case, seed: int = SEED, compares: bool = True
     if resolved.backward_error is not None and (resolved.shapes or resolved.scalars):
         # With nothing searched there was no choice to explain: the check reports the failure.
         searched = ", ".join(str(tuple(shape)) for shape in resolved.shapes) or "the searched values"
+        cause = cause_of(RuntimeError(resolved.backward_error))
+        advice = (cause if "no input fixes this" in cause
+                  else f"If the Function is meant for other shapes, {RECORD_HINT}")
         pytest.fail(
             f"{function.__qualname__}.backward failed: {resolved.backward_error}\n"
-            f"It failed on every searched candidate; forward accepted {searched} first. "
-            f"If the Function is meant for other shapes, {RECORD_HINT}",
+            f"It failed on every searched candidate; forward accepted {searched} first. {advice}",
             pytrace=False,
         )
     return build_args(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed,
