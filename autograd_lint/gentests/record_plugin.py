@@ -53,6 +53,7 @@ MAX_SEQUENCE_LENGTH = 16
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    _hint_at_the_file_option()
     group = parser.getgroup("autograd-lint")
     # A plain flag: an optional value would swallow a test path typed after it
     # (`pytest --autograd-record tests/test_x.py` once overwrote that test file).
@@ -78,6 +79,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --autograd-record: also record the Functions and custom ops defined in "
         "torch itself (to run `autograd-lint gen-tests` on torch's own code)",
     )
+
+
+def _hint_at_the_file_option() -> None:
+    """Make ``--autograd-record=FILE`` (the flag takes no value) say which option takes the file.
+
+    argparse rejects it before any hook runs ("ignored explicit argument"), so the
+    hint goes into pytest's argument parser's error, once.
+    """
+    from _pytest.config import argparsing
+
+    # Its name changed between pytest versions; without either, the plain error stands.
+    parser_class = getattr(argparsing, "PytestArgumentParser", None) or getattr(argparsing, "MyOptionParser", None)
+    error = getattr(parser_class, "error", None)
+    if error is None or getattr(error, "autograd_lint_hint", False):
+        return
+
+    def error_with_hint(self: Any, message: str) -> Any:
+        if "--autograd-record: ignored explicit argument" in message:
+            message += ("; --autograd-record takes no value: to choose the file, give --autograd-record-file=FILE "
+                        "(it implies --autograd-record)")
+        return error(self, message)
+
+    error_with_hint.autograd_lint_hint = True  # type: ignore[attr-defined]
+    parser_class.error = error_with_hint  # type: ignore[union-attr]
 
 
 def pytest_configure(config: pytest.Config) -> None:
