@@ -105,6 +105,24 @@ def _hint_at_the_file_option() -> None:
     parser_class.error = error_with_hint  # type: ignore[union-attr]
 
 
+# The words of a generated check's skip reason when the time limit cut it off (runtime.budget.CUT_OFF;
+# not imported from there: this plugin stays torch-free).
+_CUT_OFF = "did not finish within"
+_CHECK_SECONDS = "AUTOGRAD_LINT_CHECK_SECONDS"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """A generated suite says how many checks its time limit cut off: their verdicts are unknown."""
+    cut = [report for report in terminalreporter.stats.get("skipped", [])
+           if isinstance(report.longrepr, tuple) and _CUT_OFF in str(report.longrepr[-1])
+           and "verdict is unknown" in str(report.longrepr[-1])]
+    if cut:
+        terminalreporter.write_line(
+            f"autograd-lint: {len(cut)} generated check(s) cut off by the time limit ({_CHECK_SECONDS}); "
+            "their verdict is unknown: " + ", ".join(report.nodeid for report in cut[:5])
+            + (" ..." if len(cut) > 5 else ""))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     destination = config.getoption("autograd_record_file", default=None)
     if destination is None and not config.getoption("autograd_record", default=False):

@@ -172,3 +172,51 @@ def test_a_forward_that_casts_to_float32_is_compared_at_float32_precision() -> N
 def test_any_number_of_searched_tensors() -> None:
     args = harness.make_args(SumOfNine, Case(tuple(any_tensor() for _ in range(9))))
     assert len(args) == 9
+
+
+class SlowForward(torch.autograd.Function):
+    """Each forward sleeps: the search alone outlasts a short limit."""
+
+    @staticmethod
+    def forward(ctx, x):
+        import time
+
+        time.sleep(0.3)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_the_time_limit_bounds_every_check_search_included(monkeypatch) -> None:
+    monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0.5")
+    with pytest.raises(pytest.skip.Exception, match="surrogate_gradients did not finish within 0.5 s"):
+        harness.check_surrogate_gradients(SlowForward, Case((any_tensor(),)))
+
+
+def test_the_suite_reports_checks_cut_off(pytester: pytest.Pytester, monkeypatch) -> None:
+    pytester.makepyfile(test_slow="""
+        import time
+
+        import torch
+        from autograd_lint.gentests.harness import Case, any_tensor, check_gradcheck
+
+
+        class SlowForward(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                time.sleep(0.3)
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2
+
+
+        def test_gradcheck():
+            check_gradcheck(SlowForward, Case((any_tensor(),)))
+    """)
+    monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0.5")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*autograd-lint: 1 generated check(s) cut off by the time limit*"])

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from autograd_lint.gentests.runtime.arguments import SEED
+from autograd_lint.gentests.runtime.budget import stop_if_over_budget
 from autograd_lint.gentests.runtime.cases import Case
 from autograd_lint.gentests.runtime.report import describe_inputs, raised_at, reported, where_to_reproduce
 from autograd_lint.gentests.runtime.search import make_args
@@ -119,6 +120,7 @@ def _backward_directly(function: Any, case: Case, seed: int) -> tuple[tuple[Any,
     seen as it is, before the engine checks or converts anything.
     """
     args = make_args(function, case, seed=seed, compares=False)
+    stop_if_over_budget()
     result = outputs_of(function.apply(*args))
     node = next((out.grad_fn for out in result if isinstance(out, torch.Tensor) and out.grad_fn is not None), None)
     if node is None:

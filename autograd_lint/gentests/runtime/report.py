@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from autograd_lint.gentests.runtime.arguments import SEED
+from autograd_lint.gentests.runtime.budget import within_time_budget
 from autograd_lint.gentests.runtime.tensors import is_subclass, is_symmetric
 
 
@@ -80,16 +81,18 @@ def cause_of(error: BaseException) -> str:
 
 
 def reported(check: Callable[..., None]) -> Callable[..., None]:
-    """``check`` with every failure opening on :func:`header`, and no bare error: one raised inside
+    """``check`` within the time limit (:func:`.budget.within_time_budget`), with every failure opening
+    on :func:`header`, and no bare error: one raised inside
     the check (by the Function, by torch, by the harness) fails the test with the header, the error
     and where it was raised, and the cause when :func:`cause_of` knows it."""
     name = check.__name__.removeprefix("check_")
+    budgeted = within_time_budget(check)
 
     @functools.wraps(check)
     def run(function: Any, case: Any, *args: Any, **kwargs: Any) -> None:
         seed = kwargs.get("seed", SEED)
         try:
-            check(function, case, *args, **kwargs)
+            budgeted(function, case, *args, **kwargs)
         except pytest.xfail.Exception:
             raise
         except pytest.fail.Exception as failure:

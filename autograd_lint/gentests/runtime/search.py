@@ -24,6 +24,7 @@ from autograd_lint.gentests.runtime.arguments import (
     search_candidates,
     search_shape_plans,
 )
+from autograd_lint.gentests.runtime.budget import stop_if_over_budget
 from autograd_lint.gentests.runtime.cases import Case, OnClones
 from autograd_lint.gentests.runtime.report import cause_of
 from autograd_lint.gentests.runtime.tensors import (
@@ -42,6 +43,7 @@ def _forward_accepts(function: Any, args: tuple[Any, ...]) -> bool:
 
 def _forward_rejection(function: Any, args: tuple[Any, ...]) -> str | None:
     """Why forward does not accept these arguments (its error, or what its outputs lack), or None."""
+    stop_if_over_budget()  # every candidate of a search: a search too is held to the check's time limit
     try:
         with torch.no_grad():
             result = function.apply(*args)
@@ -123,6 +125,7 @@ def _subclass_gradient(function: Any, args: tuple[Any, ...]) -> str | None:
 
 def _backward_failure(function: Any, args: tuple[Any, ...]) -> Exception | None:
     """What backward raises for these arguments (wrong gradient shapes included), or None."""
+    stop_if_over_budget()
     inputs = [a for a in args if tensor_requires_grad(a)]
     try:
         outputs = [out for out in differentiable_outputs(function.apply(*args)) if out.requires_grad]
