@@ -224,7 +224,8 @@ def _search(function: Any, case: Case) -> Resolution | None:
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
     for plan, scalars, domain in search_candidates(plans, scalar_choices, case.domains):
         def build() -> tuple[Any, ...]:
-            return build_args(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function)
+            return build_args(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function,
+                              case.no_grad)
 
         args = build()
         rejection = _forward_rejection(function, args)
@@ -282,4 +283,4 @@ def make_args(function: Any, case: Case, seed: int = SEED, compares: bool = True
             pytrace=False,
         )
     return build_args(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed,
-                      case.pickled, case.with_function)
+                      case.pickled, case.with_function, case.no_grad)
