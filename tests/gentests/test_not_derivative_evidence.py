@@ -78,7 +78,7 @@ class WritesGradOutput(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.mul_(2)
+        return grad.mul_(2)  # noqa: AGL007 - the bug the contract check must catch
 
 
 class OneGradientForTwo(torch.autograd.Function):
@@ -88,7 +88,7 @@ class OneGradientForTwo(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad
+        return grad  # noqa: AGL001 - the bug the contract check must catch
 
 
 class Downcast(torch.autograd.Function):
