@@ -194,9 +194,19 @@ def record(python: Path, package: Package, sources: Path, work: Path, recording:
             cwd.mkdir(parents=True)
             # Only the test paths: a mirror may lack large files (images) elsewhere in the tree.
             top_levels = sorted({path.split("/")[0] for path in package.tests})
-            archive = subprocess.run(["git", f"--git-dir=/work/.mirror/{package.repository}/repo", "archive",
-                                      package.commit or "HEAD", "--", *top_levels], capture_output=True, check=True)
-            subprocess.run(["tar", "-x", "-C", str(cwd)], input=archive.stdout, check=True)
+            git = ["git", f"--git-dir=/work/.mirror/{package.repository}/repo"]
+            archive = subprocess.run([*git, "archive", package.commit or "HEAD", "--", *top_levels],
+                                     capture_output=True)
+            if archive.returncode == 0:
+                subprocess.run(["tar", "-x", "-C", str(cwd)], input=archive.stdout, check=True)
+            else:  # a blob missing elsewhere in the tree fails the archive: the files one by one
+                listed = subprocess.run([*git, "ls-tree", "-r", "--name-only", package.commit or "HEAD", "--",
+                                         *top_levels], capture_output=True, text=True, check=True).stdout.split()
+                for name in listed:
+                    blob = subprocess.run([*git, "show", f"{package.commit or 'HEAD'}:{name}"], capture_output=True)
+                    if blob.returncode == 0:
+                        (cwd / name).parent.mkdir(parents=True, exist_ok=True)
+                        (cwd / name).write_bytes(blob.stdout)
     summaries = []
     for arguments in ((*package.pytest_args, *package.tests), *package.more_tests):
         try:

@@ -179,8 +179,8 @@ def search_shape_plans(count: int) -> list[tuple[tuple[int, ...], ...]]:
     plans.append(((3, 4),) + ((4,),) * (count - 1))
     plans.extend(tuple([shape] * count) for shape in same[3:])
     # Last resorts for a backward written for one size (a forward that accepts any): other last dimensions.
-    plans.extend(tuple([(3, last)] * count) for last in (2, 5, 6, 8))
-    plans.extend(tuple([(last,)] * count) for last in (2, 5, 6, 8))
+    plans.extend(tuple([(3, last)] * count) for last in (2, 5, 6, 7, 8))
+    plans.extend(tuple([(last,)] * count) for last in (2, 3, 5, 6, 7, 8))
     unique: list[tuple[tuple[int, ...], ...]] = []
     for plan in plans:
         if plan not in unique:
