@@ -58,3 +58,27 @@ def test_recorded_tensors_backward_never_differentiates_do_not_require_grad() ->
     pickled = InputCase(recorded.args, pickled="abc")
     (case,) = choose_inputs(spec, [pickled], [], default_sources(spec)).cases
     assert case.no_grad == (1, 2, 3, 4)
+
+
+def test_a_dimension_saved_for_backward_and_read_there_with_item_is_a_0d_integer_tensor() -> None:
+    # torch-struct's _SparseMaxGrad: `dim` is saved in forward and read with .item() in backward.
+    text = textwrap.dedent('''
+        import torch
+
+
+        class SparseMaxGrad(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, w_star, dim):
+                ctx.save_for_backward(w_star, dim)
+                return w_star
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                w_star, dim = ctx.saved_tensors
+                return grad_output * w_star.sum(dim.item(), keepdim=True), None
+    ''')
+    (spec,) = analyze(SourceFile("m.py", text, "m"), {}, Settings()).functions
+    uses = parameter_uses(spec, text.splitlines())
+    assert uses["dim"] == "integer"
+    (case,) = choose_inputs(spec, [], [], default_sources(spec), uses).cases
+    assert case.args[1] == TensorInput((), "int64", requires_grad=False, values=(1,))
