@@ -220,3 +220,25 @@ def test_the_suite_reports_checks_cut_off(pytester: pytest.Pytester, monkeypatch
     monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0.5")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*autograd-lint: 1 generated check(s) cut off by the time limit*"])
+
+
+def test_a_recorded_case_keeps_its_no_grad_positions_non_tensors_among_them() -> None:
+    from autograd_lint.gentests import pickled
+    from autograd_lint.gentests.harness import recorded
+
+    mask = torch.ones(3, dtype=torch.float64)
+    text = pickled.dumps((torch.ones(3, dtype=torch.float64), mask, torch.device("cpu")))
+    args = harness.make_args(Masked, recorded(text, no_grad=(1, 2)))
+    assert args[0].requires_grad and not args[1].requires_grad and args[2] == torch.device("cpu")
+
+
+class Masked(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mask, device):
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask, None, None

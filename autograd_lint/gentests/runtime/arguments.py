@@ -54,7 +54,7 @@ def _recorded_args(case: Case) -> tuple[Any, ...]:
     # A tensor subclass (MaskedTensor, a jagged nested tensor) keeps what was recorded: it is not differentiated.
     top = [a for a in args if is_plain(a) and is_differentiable_dtype(a.dtype)]
     # Never differentiated by backward (a mask, a fixed filter bank): never made to require grad.
-    fixed = [a for i, a in enumerate(args) if i in case.no_grad and a.is_leaf] if case.no_grad else []
+    fixed = [a for i, a in enumerate(args) if i in case.no_grad and isinstance(a, torch.Tensor)]
     strided = [a for a in top if a.layout == torch.strided and not any(a is f for f in fixed)]
     for tensor_arg in top:
         if tensor_arg.layout != torch.strided or any(tensor_arg is f for f in fixed):
