@@ -98,7 +98,9 @@ def reported(check: Callable[..., None]) -> Callable[..., None]:
         except pytest.fail.Exception as failure:
             if str(failure.msg).startswith("FAILED "):
                 raise
-            raise pytest.fail.Exception(f"{header(function, name, seed)}\n{failure.msg}", pytrace=False) from failure
+            # Chained to what the check chained (the Function's own error), as the check itself would be.
+            raise pytest.fail.Exception(f"{header(function, name, seed)}\n{failure.msg}",
+                                        pytrace=False) from (failure.__cause__ or failure)
         except AssertionError as error:  # the check's own verdict: its message says what was compared
             raise pytest.fail.Exception(f"{header(function, name, seed)}\n{error}", pytrace=False) from error
         except Exception as error:  # noqa: BLE001 - worded here instead of surfacing bare
