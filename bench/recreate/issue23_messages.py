@@ -1,0 +1,224 @@
+"""Re-creations behind the messages and severities changed for issue 23 (torch 2.13, CPU).
+
+Usage:  python bench/recreate/issue23_messages.py [SUBSTRING ...]
+
+With substrings, only the cases whose names contain one of them run.
+
+Each case prints one line, ``NAME: outcome``; the outcome is the exception type
+and the first line of its message, or ``ok``.  ``torch.compile`` runs with its
+default backend (inductor), the one the rules' messages name.
+"""
+
+from __future__ import annotations
+
+import traceback
+import warnings
+from typing import Callable
+
+import torch
+
+warnings.filterwarnings("ignore")
+
+
+def outcome(thunk: Callable[[], object]) -> str:
+    try:
+        thunk()
+    except Exception as error:  # noqa: BLE001 - the point is to show what is raised
+        text = str(error).strip().splitlines()
+        return f"{type(error).__name__}: {text[0] if text else ''}"
+    return "ok"
+
+
+def fresh(fn: Callable, **options) -> Callable:
+    torch._dynamo.reset()
+    return torch.compile(fn, **options)
+
+
+# AGL001: the only output is marked non-differentiable, and backward returns too few gradients.
+class Argmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        out = x.argmax(dim).float()
+        ctx.mark_non_differentiable(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad  # one gradient for two inputs: never runs
+
+
+def agl001_non_differentiable_output() -> str:
+    x = torch.randn(3, 4, requires_grad=True)
+    out = Argmax.apply(x, 1)
+    return f"requires_grad={out.requires_grad}; backward: " + outcome(lambda: out.sum().backward())
+
+
+# AGL153: classmethod forward / setup_context under torch.compile.
+class ClassForward(torch.autograd.Function):
+    @classmethod
+    def forward(cls, ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class ClassSetup(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x * 2
+
+    @classmethod
+    def setup_context(cls, ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class ClassBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @classmethod
+    def backward(cls, ctx, g):
+        return g * 2
+
+
+def compiled(function: type, fullgraph: bool) -> str:
+    def f(x):
+        return function.apply(x).sin()
+
+    x = torch.randn(4, requires_grad=True)
+    return outcome(lambda: fresh(f, fullgraph=fullgraph)(x).sum().backward())
+
+
+# AGL152: .item() in forward, for a scale and for a value that fixes a shape.
+class ItemScale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.s = x.sum().item()
+        return x * ctx.s
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.s
+
+
+class ItemShape(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        n = int(x.shape[0] - x.new_ones(()).item())
+        ctx.n = n
+        return x[:n] * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        out = g.new_zeros(ctx.n + 1)
+        out[: ctx.n] = g * 2
+        return out
+
+
+class ItemTolist(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        sizes = x.tolist()
+        ctx.k = len(sizes)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class ItemIntShape(torch.autograd.Function):
+    """An integer ``.item()`` that fixes the output's shape (the unbacked size is in the output)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        n = (x > 0).sum().item()
+        ctx.shape = x.shape
+        return x.new_ones(n) * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.sum().expand(ctx.shape) * 0
+
+
+class TolistInt(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        sizes = (x > 0).int().tolist()
+        ctx.k = len(sizes)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+# AGL028: the input handed back as output 1, then changed in place.
+class PassSecond(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2, x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g0, g1):
+        return g0 * 2 + g1
+
+
+def agl028_output_index() -> str:
+    x = torch.randn(3, requires_grad=True)
+    _, b = PassSecond.apply(x.clone())
+    return outcome(lambda: b.add_(1))
+
+
+# AGL106: a custom op returning its input, or a view of it.
+@torch.library.custom_op("recreate::ident", mutates_args=())
+def ident(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+@torch.library.custom_op("recreate::flat", mutates_args=())
+def flat(x: torch.Tensor) -> torch.Tensor:
+    return x.view(-1)
+
+
+CASES: dict[str, Callable[[], str]] = {
+    "AGL001 only output non-differentiable": agl001_non_differentiable_output,
+    "AGL153 classmethod forward, compile": lambda: compiled(ClassForward, False),
+    "AGL153 classmethod forward, fullgraph": lambda: compiled(ClassForward, True),
+    "AGL153 classmethod setup_context, compile": lambda: compiled(ClassSetup, False),
+    "AGL153 classmethod setup_context, fullgraph": lambda: compiled(ClassSetup, True),
+    "AGL153 classmethod backward, compile": lambda: compiled(ClassBackward, False),
+    "AGL153 classmethod backward, fullgraph": lambda: compiled(ClassBackward, True),
+    "AGL152 .item() scale, compile": lambda: compiled(ItemScale, False),
+    "AGL152 .item() scale, fullgraph": lambda: compiled(ItemScale, True),
+    "AGL152 .item() shape, compile": lambda: compiled(ItemShape, False),
+    "AGL152 .item() shape, fullgraph": lambda: compiled(ItemShape, True),
+    "AGL152 integer .item() fixing the output shape, compile": lambda: compiled(ItemIntShape, False),
+    "AGL152 integer .item() fixing the output shape, fullgraph": lambda: compiled(ItemIntShape, True),
+    "AGL152 integer .tolist(), fullgraph": lambda: compiled(TolistInt, True),
+    "AGL152 .tolist(), compile": lambda: compiled(ItemTolist, False),
+    "AGL152 .tolist(), fullgraph": lambda: compiled(ItemTolist, True),
+    "AGL028 in-place on output 1": agl028_output_index,
+    "AGL106 returns input": lambda: outcome(lambda: ident(torch.randn(3))),
+    "AGL106 returns a view": lambda: outcome(lambda: flat(torch.randn(3))),
+}
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(f"torch {torch.__version__}")
+    for name, case in CASES.items():
+        if sys.argv[1:] and not any(part in name for part in sys.argv[1:]):
+            continue
+        try:
+            print(f"{name}: {case()}", flush=True)
+        except Exception:  # noqa: BLE001
+            print(f"{name}: harness failed\n{traceback.format_exc()}", flush=True)
