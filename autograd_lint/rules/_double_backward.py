@@ -611,7 +611,7 @@ class _Intermediates:
     def is_intermediate_value(self, value: cst.BaseExpression) -> bool:
         if not isinstance(value, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)):
             return False  # a name, a subscript or an attribute: an alias, not a computation
-        if self._may_be_an_input(value):
+        if self._may_be_an_input(value) or _is_step_function(value):
             return False
         return _mentions(value, self._derived_use)
 
@@ -635,6 +635,42 @@ class _Intermediates:
             return False
         value, plain = _value_of(values[0])
         return plain and value is not None and self.is_intermediate_value(value)
+
+    def rebound_input(self, use: cst.Name) -> Binding | None:
+        """The binding of an input's name that reaches ``use`` when it is a new value
+        computed from the inputs (``x = quantize(x)``): a new binding is a new value,
+        so what is saved is an intermediate, not the input.  None when the input
+        itself (or one of several bindings) may reach ``use``."""
+        if use.value not in self.inputs or use.value in self.outputs:
+            return None
+        reaching = self.model.reaching(use)
+        if len(reaching) != 1:
+            return None
+        (binding,) = reaching
+        if not binding.is_rebinding or binding.aliases:
+            return None  # the input itself, or a view / in-place update of it
+        value, plain = _value_of(binding)
+        return binding if plain and value is not None and self.is_intermediate_value(value) else None
+
+
+# Conversions that keep a tensor's values: a step function converted is still one.
+_CONVERSIONS = frozenset("float double half bfloat16 to type type_as bool int long byte detach".split())
+
+
+def _is_step_function(value: cst.BaseExpression) -> bool:
+    """Whether ``value`` is a 0/1 (or sign) mask of the inputs: a comparison, or a call
+    with no derivative (``x.gt(0)``, ``torch.sign(x)``), converted or not
+    (``(x > 0).float()``, ``x.gt(0).type_as(x)``).  Its derivative is zero almost
+    everywhere, so its lack of history loses nothing (gradgradcheck passes)."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _CONVERSIONS:
+        value = value.func.value
+    if isinstance(value, cst.Comparison):
+        return True
+    if isinstance(value, cst.Call):
+        name = dotted_name(value.func)
+        method = name.rsplit(".", 1)[-1] if name else None
+        return method in _NON_DIFFERENTIABLE_METHODS and method not in NON_TENSOR_METHODS
+    return False
 
 
 def _returned_names(function: FunctionSpec) -> set[str]:
@@ -858,6 +894,32 @@ def _saved_intermediate(ctx: FunctionContext) -> _Intermediate | None:
                     f"{call.position.line}; it has no autograd history",
                     _saved_reads(function.backward_method, position),
                 )
+            rebound = _rebound_input_saved(ctx, forward, intermediates, call.position.line, position)
+            if rebound is not None:
+                return _Intermediate(
+                    f"forward saves `{arg.name}` on line {call.position.line}, which is no longer the input: "
+                    f"line {rebound} rebinds it to a tensor computed from the inputs, with no autograd history",
+                    _saved_reads(function.backward_method, position),
+                )
+    return None
+
+
+def _rebound_input_saved(
+    ctx: FunctionContext, forward: MethodSpec, intermediates: _Intermediates, line: int, position: int
+) -> int | None:
+    """The line of the rebinding when the argument at ``position`` of the
+    ``save_for_backward`` call on ``line`` is an input's name rebound to an
+    intermediate (``x = quantize(x); ctx.save_for_backward(x)``)."""
+    model, ctx_name = forward.semantic, forward.ctx_name
+    if model is None or ctx_name is None or ctx.unit(forward) is None:
+        return None
+    for node in model.calls_of(f"{ctx_name}.save_for_backward"):
+        args = node.args
+        if position >= len(args) or args[position].star or not isinstance(args[position].value, cst.Name):
+            continue
+        binding = intermediates.rebound_input(args[position].value)
+        if binding is not None and ctx.position(forward, node).line == line:
+            return ctx.position(forward, binding.site).line
     return None
 
 

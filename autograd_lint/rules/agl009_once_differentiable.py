@@ -46,6 +46,24 @@ class OnceDifferentiable(Rule):
         yield from reports(ctx, self.code)
 
     VALID = [
+        # A 0/1 mask has no derivative to lose: gradgradcheck passes (torch 2.13).
+        Valid(
+            """
+            import torch
+
+            class Relu(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    mask = (x > 0).float()
+                    ctx.save_for_backward(mask)
+                    return x * mask
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (mask,) = ctx.saved_tensors
+                    return grad * mask
+            """
+        ),
         # A field of an object a library call returns (`packed.meta`: sparsity metadata) is
         # no evidence: its dtype and whether it depends differentiably on the input are unknown.
         Valid(
@@ -305,6 +323,44 @@ class OnceDifferentiable(Rule):
         ),
     ]
     INVALID = [
+        # The input's name rebound to a new value before saving: a saved intermediate
+        # (gradgradcheck: `Jacobian mismatch for output 0 with respect to input 0`).
+        Invalid(
+            """
+            import torch
+
+            class Sig2(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    x = torch.sigmoid(x)
+                    ctx.save_for_backward(x)
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return grad * 2 * x * (1 - x)
+            """,
+            line=11,
+            message="forward saves `x` on line 7, which is no longer the input: line 6 rebinds it",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Sig2(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    x = torch.sigmoid(x)
+                    ctx.save_for_backward(x)
+                    return x * 2
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return grad * 2 * x * (1 - x)
+            """,
+        ),
         # (b) an intermediate saved for backward.
         Invalid(
             """

@@ -188,7 +188,87 @@ def flat(x: torch.Tensor) -> torch.Tensor:
     return x.view(-1)
 
 
+# AGL009: an input's name rebound before saving (a saved intermediate), and a 0/1 mask saved.
+class Sig2(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x = torch.sigmoid(x)
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x * (1 - x)
+
+
+class MaskRelu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        mask = (x > 0).double()
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask
+
+
+def gradgradcheck(function: type) -> str:
+    x = torch.randn(5, dtype=torch.double, requires_grad=True)
+    return outcome(lambda: torch.autograd.gradgradcheck(function.apply, (x,)))
+
+
+# AGL005: a classmethod backward reading saved_tensors twice, under non-reentrant checkpointing.
+class Twice(torch.autograd.Function):
+    @classmethod
+    def forward(cls, ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @classmethod
+    def backward(cls, ctx, grad):
+        (x,) = ctx.saved_tensors
+        (y,) = ctx.saved_tensors
+        return grad * x + grad * y
+
+
+def checkpointed(function: type) -> str:
+    from torch.utils.checkpoint import checkpoint
+
+    x = torch.randn(3, requires_grad=True)
+    return outcome(lambda: checkpoint(function.apply, x, use_reentrant=False).sum().backward())
+
+
+# AGL008: writing a mask into the input through .detach().
+class DetachMask(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        mask = x.detach().apply_(lambda v: v > 0)
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask
+
+
+def agl008_detach() -> str:
+    w = torch.tensor([-1.0, 2.0, -3.0], requires_grad=True)
+    a = w * 1
+    DetachMask.apply(a)
+    b = w.exp()
+    DetachMask.apply(b).sum().backward()
+    return f"caller's input after: {a.tolist()}; w.grad through exp: {w.grad.tolist()} (correct: exp(w))"
+
+
 CASES: dict[str, Callable[[], str]] = {
+    "AGL009 rebound input saved, gradgradcheck": lambda: gradgradcheck(Sig2),
+    "AGL009 0/1 mask saved, gradgradcheck": lambda: gradgradcheck(MaskRelu),
+    "AGL005 classmethod backward reads saved_tensors twice, checkpoint": lambda: checkpointed(Twice),
+    "AGL008 write through .detach()": agl008_detach,
     "AGL001 only output non-differentiable": agl001_non_differentiable_output,
     "AGL153 classmethod forward, compile": lambda: compiled(ClassForward, False),
     "AGL153 classmethod forward, fullgraph": lambda: compiled(ClassForward, True),
