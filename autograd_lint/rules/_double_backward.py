@@ -35,7 +35,7 @@ from autograd_lint.rules.base import (
     ImportRef,
     Report,
 )
-from autograd_lint.model.opaque import opaque_calls
+from autograd_lint.model.opaque import is_torch_helper, opaque_calls
 from autograd_lint.model.semantic import ALIAS_METHODS, Binding, BindingFacts, How, Sink
 from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 
@@ -115,6 +115,7 @@ class _BackwardFlow:
         self.mixed: set[Binding] = set()
         self.taints: dict[Binding, _Taint] = {}
         self.opaque = {id(o.call): o for o in opaque_calls(model, module_text)}
+        self.module_text = module_text
         self.unknown_calls: dict[int, cst.Call] = {}
         self.no_grad_blocks = self._no_grad_blocks()
         self.facts = BindingFacts(model)
@@ -815,8 +816,8 @@ def _finding(ctx: FunctionContext, method: MethodSpec) -> _Finding | None:
             f"with @once_differentiable{_CONSEQUENCE_009}",
         )
     unknown = flow.reaching_call(returned, flow.unknown_calls)
-    if unknown is None:
-        return None
+    if unknown is None or is_torch_helper(flow.model, unknown, flow.module_text):
+        return None  # nothing unseen, or torch code of this file that reads no such tensor
     callee = short(ctx.unit(method).code(unknown.func), 40)  # type: ignore[union-attr]
     return _Finding(
         "AGL033",
@@ -851,6 +852,8 @@ def _in_torch_math(flow: _BackwardFlow, node: cst.CSTNode, follow: bool = True) 
     if isinstance(parent, cst.Arg):
         call = model.parent(parent)
         if isinstance(call, cst.Call):
+            if is_torch_helper(model, call, flow.module_text):
+                return True  # a torch helper of this file: autograd sees through it
             qualified = flow._qualified(call.func)
             if qualified is not None:
                 return qualified.split(".", 1)[0] == "torch" and not qualified.startswith("torch.ops.")

@@ -323,6 +323,49 @@ class OnceDifferentiable(Rule):
         ),
     ]
     INVALID = [
+        # Through a torch helper of the same file: its math reads the history-less `y`.
+        Invalid(
+            """
+            import torch
+
+            def _grad_input(grad, y):
+                return grad * y * (1 - y)
+
+            class Sig(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = torch.sigmoid(x) * 1
+                    ctx.save_for_backward(y)
+                    return y * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return _grad_input(grad * 2, y)
+            """,
+            line=14,
+            message="forward saves `y`, a tensor computed from the inputs, on line 10",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            def _grad_input(grad, y):
+                return grad * y * (1 - y)
+
+            class Sig(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = torch.sigmoid(x) * 1
+                    ctx.save_for_backward(y)
+                    return y * 2
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return _grad_input(grad * 2, y)
+            """,
+        ),
         # The input's name rebound to a new value before saving: a saved intermediate
         # (gradgradcheck: `Jacobian mismatch for output 0 with respect to input 0`).
         Invalid(
