@@ -264,7 +264,51 @@ def agl008_detach() -> str:
     return f"caller's input after: {a.tolist()}; w.grad through exp: {w.grad.tolist()} (correct: exp(w))"
 
 
+# AGL034: gradients bound only under needs_input_grad guards, returned unguarded.
+class GuardedLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w.t()
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        if ctx.needs_input_grad[0]:
+            grad_x = grad @ w
+        if ctx.needs_input_grad[1]:
+            grad_w = grad.t() @ x
+        return grad_x, grad_w
+
+
+def agl034_unbound() -> str:
+    x, w = torch.randn(2, 3), torch.randn(4, 3, requires_grad=True)
+    return outcome(lambda: GuardedLinear.apply(x, w).sum().backward())
+
+
+# AGL035: forward returns early, before save_for_backward.
+class EarlyMul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        if x.numel() == 0:
+            return x.clone()
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad * w, grad * x
+
+
+def agl035_early_return() -> str:
+    x, w = torch.randn(0, requires_grad=True), torch.randn(0, requires_grad=True)
+    return outcome(lambda: EarlyMul.apply(x, w).sum().backward())
+
+
 CASES: dict[str, Callable[[], str]] = {
+    "AGL035 early return before save, empty input": agl035_early_return,
+    "AGL034 guarded gradient returned unguarded, x without grad": agl034_unbound,
     "AGL009 rebound input saved, gradgradcheck": lambda: gradgradcheck(Sig2),
     "AGL009 0/1 mask saved, gradgradcheck": lambda: gradgradcheck(MaskRelu),
     "AGL005 classmethod backward reads saved_tensors twice, checkpoint": lambda: checkpointed(Twice),
