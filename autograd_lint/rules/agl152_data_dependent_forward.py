@@ -126,6 +126,7 @@ class DataDependentForward(Rule):
                 def backward(ctx, g):
                     return g * 2, None
             """,
+            line=6,
             message="`.tolist()`",
         ),
         Invalid(
@@ -145,6 +146,7 @@ class DataDependentForward(Rule):
                 def backward(ctx, g):
                     return g * 2
             """,
+            line=10,
             message="setup_context calls",
         ),
     ]

@@ -130,6 +130,7 @@ class ClassmethodGraphBreak(Rule):
                 def backward(cls, ctx, g):
                     return g * 2
             """,
+            line=9,
             message="Double.backward",
         ),
         Invalid(
