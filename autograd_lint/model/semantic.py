@@ -788,6 +788,19 @@ _STORAGE_METHODS = ALIAS_METHODS | frozenset(
 )
 
 
+def _setattr_literal(node: cst.Call, qualified: str | None) -> str | None:
+    """The attribute of ``setattr(name, "attribute", value)``, spelt as a string literal."""
+    if qualified not in ("setattr", "builtins.setattr") or len(node.args) != 3:
+        return None
+    if any(arg.keyword is not None or arg.star for arg in node.args):
+        return None
+    owner, attribute = node.args[0].value, node.args[1].value
+    if not isinstance(owner, cst.Name) or not isinstance(attribute, cst.SimpleString):
+        return None
+    value = attribute.evaluated_value
+    return value if isinstance(value, str) and value.isidentifier() else None
+
+
 def _storage_of(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str | None]:
     """The expression whose storage a write to ``expr`` writes, and the first step that
     was seen through (None when ``expr`` is written as it is)."""
@@ -1386,6 +1399,12 @@ class _Walker:
         positional = [a for a in node.args if a.keyword is None and not a.star]
         if qualified in COLLECTIVE_WRITES and positional:
             self._inplace(positional[0].value, node, f"{qualified}()", env)
+        attribute = _setattr_literal(node, qualified)
+        if attribute is not None:
+            # `setattr(ctx, "x", value)` is `ctx.x = value`.
+            owner = node.args[0].value
+            assert isinstance(owner, cst.Name)
+            self._flow(Sink.CTX_ATTRIBUTE, node, node.args[2].value, attribute, owner=owner.value)
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver = func.value

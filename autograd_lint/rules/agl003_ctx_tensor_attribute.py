@@ -386,6 +386,25 @@ class CtxTensorAttribute(Rule):
         ),
     ]
     INVALID = [
+        # `setattr(ctx, "y", y)` is `ctx.y = y`.
+        Invalid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    setattr(ctx, "y", y)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.y
+            """,
+            line=7,
+            message="Exp.forward stores tensor `y` as ctx.y; a forward output kept on ctx makes a reference cycle",
+        ),
         # An optional float state whose gradient backward computes is no constant.
         Invalid(
             """

@@ -411,3 +411,18 @@ def test_inplace_writes_through_detach_views_and_collectives() -> None:
         ("torch.distributed.broadcast()", ["z"], None),
         ("zero_()", ["y"], "[...]"),
     ]
+
+
+def test_setattr_with_a_literal_name_is_an_attribute_store() -> None:
+    model, _ = model_of(
+        """
+        def forward(ctx, x, name):
+            y = x.exp()
+            setattr(ctx, "y", y)
+            setattr(ctx, name, y)
+            setattr(ctx, "not an identifier", y)
+            return y
+        """
+    )
+    stores = [(f.detail, f.owner, sorted(b.name for b in f.origins)) for f in model.flows_to(Sink.CTX_ATTRIBUTE)]
+    assert stores == [("y", "ctx", ["y"])]
