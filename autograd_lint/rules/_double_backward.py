@@ -652,7 +652,29 @@ class _Intermediates:
         if not binding.is_rebinding or binding.aliases:
             return None  # the input itself, or a view / in-place update of it
         value, plain = _value_of(binding)
-        return binding if plain and value is not None and self.is_intermediate_value(value) else None
+        if not plain or value is None or not self._certainly_new(value):
+            return None
+        return binding if self.is_intermediate_value(value) else None
+
+    def _certainly_new(self, value: cst.BaseExpression) -> bool:
+        """Whether ``value`` computes a new tensor: arithmetic, a ``torch.*`` function, or a
+        tensor method that computes.  A helper (``maybe_align(w)``, ``maybe_contiguous(b)``)
+        may hand the input itself back, history and all: not decided, so not new."""
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        name = dotted_name(value.func)
+        qualified = self.model.imports.resolve(name) if name else None
+        if qualified is not None and qualified.split(".", 1)[0] == "torch":
+            return True
+        func = value.func
+        return (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value in self.inputs
+            and func.attr.value not in SELF_RETURNING_METHODS | ALIAS_METHODS | _CONVERSIONS
+        )
 
 
 # Conversions that keep a tensor's values: a step function converted is still one.

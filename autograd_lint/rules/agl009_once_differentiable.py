@@ -46,6 +46,28 @@ class OnceDifferentiable(Rule):
         yield from reports(ctx, self.code)
 
     VALID = [
+        # A helper that may hand the input itself back (flash-attention's maybe_align):
+        # whether the saved value is still the input is not decided.
+        Valid(
+            """
+            import torch
+
+            def maybe_align(x, alignment=16):
+                return x if x.data_ptr() % alignment == 0 else x.clone()
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, gamma):
+                    gamma = maybe_align(gamma.contiguous())
+                    ctx.save_for_backward(x, gamma)
+                    return x * gamma
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, gamma = ctx.saved_tensors
+                    return grad * gamma, grad * x
+            """
+        ),
         # A 0/1 mask has no derivative to lose: gradgradcheck passes (torch 2.13).
         Valid(
             """

@@ -14,7 +14,7 @@ from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Sev
 
 # Tests under which backward may never run on the early path, or that a flag on ctx
 # tells backward about: left alone.
-_GRAD_WORDS = re.compile(r"requires_grad|needs_input_grad|grad_enabled|is_inference|training")
+_GRAD_WORDS = re.compile(r"requires_grad|needs_input_grad|grad_enabled|no_grad|inference|training")
 
 
 def _is_ctx_call(statement: cst.BaseStatement, ctx_name: str, api: str) -> bool:
@@ -75,8 +75,9 @@ class ReturnBeforeSave(Rule):
     unpacks ``ctx.saved_tensors`` into a fixed number of names at its top level before
     any branch.  On that path nothing is saved, and backward's unpacking fails.  Left
     alone: an early path that sets anything on ctx (a flag backward may test) or marks
-    its output non-differentiable, and a test about grad mode or ``requires_grad``
-    (backward may never run on that path)."""
+    its output non-differentiable, and one whose test or body is about grad mode,
+    inference mode or ``requires_grad`` (backward may never run on that path: fla's
+    ``if return_intermediate_states: assert torch.is_inference_mode_enabled()``)."""
 
     code = "AGL035"
     title = "forward returns early, before save_for_backward, and backward unpacks saved_tensors"
@@ -112,8 +113,8 @@ class ReturnBeforeSave(Rule):
             if not isinstance(statement, cst.If):
                 continue
             code = unit.code(statement)  # type: ignore[union-attr]
-            if _GRAD_WORDS.search(unit.code(statement.test)) or re.search(rf"\b{re.escape(fctx)}\b", code):  # type: ignore[union-attr]
-                continue  # backward may not run there, or ctx tells it which path was taken
+            if _GRAD_WORDS.search(code) or re.search(rf"\b{re.escape(fctx)}\b", code):
+                continue  # backward may not run there (`assert torch.is_inference_mode_enabled()`), or ctx tells it
             returns = [r for r in _returns_in(statement) if r.value is not None]
             if not returns:
                 continue
@@ -179,6 +180,27 @@ class ReturnBeforeSave(Rule):
                         return grad, None
                     x, w = ctx.saved_tensors
                     return grad * w, grad * x
+            """
+        ),
+        # The early path only runs in inference mode (fla's intermediate states).
+        Valid(
+            """
+            import torch
+
+            class Chunk(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, k, return_states):
+                    o, h = q * k, q + k
+                    if return_states:
+                        assert torch.is_inference_mode_enabled()
+                        return o, h
+                    ctx.save_for_backward(q, k)
+                    return o
+
+                @staticmethod
+                def backward(ctx, do):
+                    q, k = ctx.saved_tensors
+                    return do * k, do * q, None
             """
         ),
         # Backward may never run on the early path.
