@@ -87,7 +87,8 @@ def _guard_index(test: cst.BaseExpression, ctx_name: str, flags: dict[str, int])
         and isinstance(test.slice[0].slice, cst.Index)
         and isinstance(test.slice[0].slice.value, cst.Integer)
     ):
-        return int(test.slice[0].slice.value.value)
+        index = test.slice[0].slice.value.evaluated_value
+        return index if isinstance(index, int) else None
     return None
 
 

@@ -45,7 +45,8 @@ def _unpacks_saved(statement: cst.BaseStatement, ctx_name: str) -> int | None:
             and isinstance(value.slice[0].slice, cst.Index)
             and isinstance(value.slice[0].slice.value, cst.Integer)
         ):
-            return int(value.slice[0].slice.value.value) + 1
+            index = value.slice[0].slice.value.evaluated_value
+            return index + 1 if isinstance(index, int) else None
     return None
 
 
