@@ -19,11 +19,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "autograd_lint"
 BASE, MODEL, RULES, FACES = range(4)
 LAYER_NAMES = ("base", "model", "rules", "faces")
 
-# Import circles that another piece of work is removing (issue 20, item 2: gen-tests'
-# harness split). Each entry is one circle's modules, sorted; remove it with that work.
-KNOWN_CIRCLES: set[tuple[str, ...]] = {
-    ("autograd_lint.gentests.harness", "autograd_lint.gentests.op_harness"),
-}
 
 
 def module_name(path: Path) -> str:
@@ -159,9 +154,4 @@ def circles() -> set[tuple[str, ...]]:
 
 def test_no_import_circle() -> None:
     found = circles()
-    assert found - KNOWN_CIRCLES == set(), "import circles: " + "; ".join(" <-> ".join(c) for c in sorted(found - KNOWN_CIRCLES))
-
-
-def test_known_circles_still_exist() -> None:
-    """An allowance outlives its circle only by mistake: remove it with the circle."""
-    assert KNOWN_CIRCLES <= circles()
+    assert found == set(), "import circles: " + "; ".join(" <-> ".join(c) for c in sorted(found))
