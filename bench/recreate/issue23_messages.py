@@ -306,7 +306,39 @@ def agl035_early_return() -> str:
     return outcome(lambda: EarlyMul.apply(x, w).sum().backward())
 
 
+# AGL003: an (extension's) output list kept on ctx holds the returned tensor.
+class OutputList(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        outputs = [x * 2, x * 3]
+        ctx.outputs = outputs
+        return outputs[0]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def agl003_output_list() -> str:
+    import gc
+    import weakref
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        y = OutputList.apply(torch.randn(3, requires_grad=True))
+        ref = weakref.ref(y)
+        del y
+        after_del = ref() is not None
+        gc.collect()
+        return f"output alive after del: {after_del}; after gc.collect(): {ref() is not None}"
+    finally:
+        if enabled:
+            gc.enable()
+
+
 CASES: dict[str, Callable[[], str]] = {
+    "AGL003 output list kept on ctx": agl003_output_list,
     "AGL035 early return before save, empty input": agl035_early_return,
     "AGL034 guarded gradient returned unguarded, x without grad": agl034_unbound,
     "AGL009 rebound input saved, gradgradcheck": lambda: gradgradcheck(Sig2),
