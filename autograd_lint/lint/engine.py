@@ -102,13 +102,17 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
                 reports = list(rule.check_findings(analysis, settings, others))
                 diagnostics.update(_diagnostics(path, rule, reports))
                 continue
-            reports = list(rule.check_module(analysis, settings))
+            # A rule that looks outside the Function classes has nothing to find when the
+            # text shows none of what it needs (the module may be parsed whole for another rule).
+            shown = not rule.needs or not rule.needs.isdisjoint(analysis.shown_needs)
+            reports = list(rule.check_module(analysis, settings)) if shown else []
             for function in analysis.functions:
                 if is_decorated(function, analysis.source.text):
                     continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
                 reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         diagnostics.update(_diagnostics(path, rule, reports))
-    result = sorted(diagnostics, key=Diagnostic.sort_key)
+    # The message breaks ties: two findings of one rule at one place (a set, in hash order) must print in one order.
+    result = sorted(diagnostics, key=lambda d: (d.sort_key(), d.message))
     return _without_noqa(result, split_lines(analysis.source.text)) if honour_noqa else result
 
 
@@ -131,10 +135,11 @@ def every_finding(analysis: FileAnalysis, settings: Settings, but: str) -> list[
 
 @dataclass(frozen=True)
 class SourceCheck:
-    """The Functions of one file checked on its own, and its findings."""
+    """The Functions of one file checked on its own, its findings, and the analysis they came from."""
 
     functions: list[FunctionSpec]
     diagnostics: list[Diagnostic]
+    analysis: FileAnalysis
 
 
 def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
@@ -145,7 +150,7 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
     """
     syntax_check(source)
     analysis = analyze(source, {}, settings, module_needs(settings))
-    return SourceCheck(analysis.functions, check_analysis(analysis, settings))
+    return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
 
 
 def _without_noqa(diagnostics: Sequence[Diagnostic], lines: Sequence[str]) -> list[Diagnostic]:

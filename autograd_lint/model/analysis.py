@@ -19,6 +19,7 @@ the whole module.
 from __future__ import annotations
 
 import enum
+import functools
 import keyword
 import re
 import sys
@@ -96,6 +97,10 @@ class FileAnalysis:
     open_refs: set[str] = field(default_factory=set)
     # The custom ops the file defines and registers on; None for a file that has none.
     custom_ops: CustomOpModule | None = None
+    # The needs whose signs the text shows (a subset of the caller's): a module-level rule
+    # whose needs are not among them has nothing to find, whatever else made the module
+    # be parsed whole, and is not run (see the engine).
+    shown_needs: frozenset[ModuleNeed] = frozenset()
 
     # What model.usage derives from the whole module, built on the first rule's request
     # and shared by the others.
@@ -107,7 +112,10 @@ class FileAnalysis:
 
     @cached_property
     def function_uses(self) -> list[FunctionUse]:
-        """Every call on a Function class of this module (:func:`usage.function_uses`)."""
+        """Every call on a Function class of this module (:func:`usage.function_uses`);
+        none when the text shows no such call (the module may be parsed whole for another need)."""
+        if ModuleNeed.FUNCTION_USES not in self.shown_needs:
+            return []
         return usage.function_uses(self)
 
     @cached_property
@@ -139,11 +147,13 @@ def syntax_check(source: SourceFile) -> None:
         raise SourceError(source.path, problem[0], problem[1])
 
 
+@functools.lru_cache(maxsize=8)
 def python_rejects(text: str, path: str) -> tuple[str, int | None] | None:
     """Why CPython, at its default recursion limit, does not compile ``text``, and on which line.
 
     ``None`` when it does.  Code that passes this is what libcst may parse (see
-    :func:`autograd_lint.model.guard.compile_like_cpython`).
+    :func:`autograd_lint.model.guard.compile_like_cpython`).  Cached: a file checked
+    on its own is compiled by the syntax check and again before its whole-module parse.
     """
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     try:
@@ -238,9 +248,12 @@ def _describe_functions(
             return
         names = "|".join(sorted({re.escape(h.name) for h in headers}))
         uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
-        used = (ModuleNeed.FUNCTION_USES in needs and _is_used(source.text, uses)) or _apply_needs_module(
-            source.text, names, imports, needs
-        )
+        shown = {ModuleNeed.FUNCTION_USES} if ModuleNeed.FUNCTION_USES in needs and _is_used(source.text, uses) else set()
+        for need in needs - {ModuleNeed.FUNCTION_USES}:
+            if _apply_needs_module(source.text, names, imports, frozenset({need})):
+                shown.add(need)
+        analysis.shown_needs = frozenset(shown)
+        used = bool(shown)
     with stage(path, "parsing"):
         units = None if used else _block_units(source, headers)
         if units is None:
