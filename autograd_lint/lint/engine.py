@@ -22,34 +22,43 @@ from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Report, Rule
 from autograd_lint.settings import Settings
 
+def _specificity(selector: str) -> int:
+    """How specific a selector is: ``ALL`` least (ruff's reading), then by length."""
+    return 0 if selector == "ALL" else len(selector)
+
+
 def _matches(code: str, selectors: Iterable[str]) -> str | None:
-    """The longest selector that is a prefix of ``code`` ("ALL" matches everything)."""
+    """The most specific selector that matches ``code`` ("ALL" matches everything)."""
     best = None
     for selector in selectors:
         selector = selector.upper()
         if selector == "ALL" or code.startswith(selector):
-            if best is None or len(selector) > len(best):
+            if best is None or _specificity(selector) > _specificity(best):
                 best = selector
     return best
 
 
 def is_selected(rule: type[Rule], settings: Settings, path: str | None = None) -> bool:
-    """ruff's semantics: the most specific of select / ignore wins; ties go to ignore."""
+    """ruff's semantics: the most specific of select / ignore wins; ties go to ignore.
+
+    A rule that is off by default runs only when its own code or ``ALL`` selects it:
+    ``AGL`` or ``AGL0`` mean the default rules of that family, ``ALL`` means every rule.
+    """
     explicit = _matches(rule.code, settings.extend_select) or _matches(rule.code, settings.select)
     if explicit is None:
         return False
     enabled = rule.enabled_by_default or (rule.on_when_compiling and settings.uses_compile)
-    if not enabled and len(explicit) < len(rule.code) and explicit != rule.code:
-        return False  # off-by-default rules need their own code in select
+    if not enabled and explicit not in (rule.code, "ALL"):
+        return False  # off-by-default rules need their own code (or ALL) in select
     ignored = _matches(rule.code, settings.ignore)
     if path is not None:
         posix = Path(path).as_posix()
         for pattern, codes in settings.per_file_ignores:
             if fnmatch.fnmatch(posix, pattern) or fnmatch.fnmatch(posix, f"*/{pattern}"):
                 match = _matches(rule.code, codes)
-                if match and (ignored is None or len(match) > len(ignored)):
+                if match and (ignored is None or _specificity(match) > _specificity(ignored)):
                     ignored = match
-    return ignored is None or len(explicit) > len(ignored)
+    return ignored is None or _specificity(explicit) > _specificity(ignored)
 
 
 def selected_rules(settings: Settings, path: str | None = None) -> list[Rule]:

@@ -15,6 +15,7 @@ import os
 import re
 import tokenize
 from dataclasses import dataclass
+from typing import Sequence
 
 _LONE_CR = re.compile(r"\r(?!\n)")
 # One line and its break, as the tokenizer ends lines (the last line may have no break).
@@ -188,6 +189,40 @@ def _package_parts(directory: str) -> tuple[str, ...]:
     if not name.isidentifier() or not os.path.isfile(os.path.join(directory, "__init__.py")):
         return ()
     return (*_package_parts(os.path.dirname(directory)), name)
+
+
+def namespace_names(path: str | os.PathLike[str], roots: Sequence[str]) -> list[str]:
+    """The other dotted names ``path`` imports as when ``roots`` are on ``sys.path`` and the
+    directories between a root and the file are namespace packages (no ``__init__.py``).
+
+    :func:`module_name` walks up through ``__init__.py`` packages only, so in a tree
+    without them ``models/base.py`` is ``base``; here it is also ``models.base`` for the
+    root above ``models``.  For each root (absolute paths, in order) that holds the
+    file: the names relative to the root, then relative to the root's ``src/`` (a src
+    layout).  Names equal to :func:`module_name`'s are left out; every part must be an
+    identifier.
+    """
+    regular = module_name(path)
+    if regular is None:
+        return []
+    directory = os.path.dirname(os.path.abspath(path))
+    # The directory above the file's regular package chain (its own directory without one).
+    top = directory
+    for _ in range(len(regular.split(".")) - (0 if os.path.basename(path).startswith("__init__.") else 1)):
+        top = os.path.dirname(top)
+    names: list[str] = []
+    for root in roots:
+        for base in (root, os.path.join(root, "src")):
+            relative = os.path.relpath(top, base)
+            if relative == os.curdir:
+                continue  # the regular name itself
+            parts = relative.split(os.sep)
+            if parts[0] == os.pardir or not all(part.isidentifier() for part in parts):
+                continue
+            name = ".".join([*parts, regular])
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def read_source(path: str) -> SourceFile:

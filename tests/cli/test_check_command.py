@@ -182,3 +182,12 @@ def test_an_internal_error_names_the_file_and_the_run_goes_on(tmp_path: Path) ->
         "error: buggy.py: internal error while running AGL001, please report it: ValueError: boom"
     )
     assert "other.py:12:9: AGL001 Other.backward returns 1 gradient" in result.stdout
+
+
+def test_select_all_runs_rules_that_are_off_by_default(tmp_path: Path) -> None:
+    # AGL100 (unused noqa) is off by default; ALL means every rule, as in ruff.
+    (tmp_path / "clean.py").write_text(CLEAN.replace("grad * a\n", "grad * a  # noqa: AGL001\n"))
+    assert check("clean.py", cwd=tmp_path).returncode == 0
+    result = check("--select", "ALL", "--output-format", "json", "clean.py", cwd=tmp_path)
+    assert [d["code"] for d in json.loads(result.stdout)["diagnostics"]] == ["AGL100"]
+    assert check("--select", "ALL", "--ignore", "AGL100", "clean.py", cwd=tmp_path).returncode == 0
