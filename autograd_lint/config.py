@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import os
 import re
 import sys
@@ -40,13 +41,33 @@ class ConfigError(Exception):
     """A configuration that cannot be used; ``str()`` is the one line to print."""
 
 
+@functools.lru_cache(maxsize=1)
+def rule_codes() -> frozenset[str]:
+    """Every rule's code, read from the names of the rule modules (``rules/aglNNN_*.py``).
+
+    The rule catalogue (:func:`autograd_lint.rules.all_rules`) finds the rules by
+    the same names; it is not imported here, as configuration sits below the rules.
+    """
+    directory = Path(__file__).parent / "rules"
+    return frozenset(
+        name[:6].upper() for name in os.listdir(directory) if re.match(r"agl[0-9]{3}_\w*\.py$", name)
+    )
+
+
 def selectors(values: Sequence[str], where: str) -> tuple[str, ...]:
-    """``values`` as upper-case rule selectors; :class:`ConfigError` names ``where`` for a bad one."""
+    """``values`` as upper-case rule selectors; :class:`ConfigError` names ``where`` for a bad one.
+
+    A selector that selects no rule (``AGL999``, ``AGL9``: a typo) is an error too,
+    not a run that silently checks nothing.
+    """
     result = []
     for value in values:
         if not isinstance(value, str) or not _SELECTOR.match(value):
             raise ConfigError(f"{where}: {value!r} is not a rule code or prefix (AGL001, AGL0, AGL or ALL)")
-        result.append(value.upper())
+        selector = value.upper()
+        if selector != "ALL" and not any(code.startswith(selector) for code in rule_codes()):
+            raise ConfigError(f"{where}: {value!r} selects no rule (no rule code starts with it)")
+        result.append(selector)
     return tuple(result)
 
 
@@ -130,8 +151,13 @@ def read_table(path: Path) -> dict[str, Any] | None:
             document = tomllib.load(file)
     except OSError as error:
         raise ConfigError(f"{_display(path)}: cannot be read ({error.strerror or error})") from None
+    except UnicodeDecodeError as error:
+        # TOML is UTF-8; tomllib decodes the whole file and lets the decoder's error through.
+        raise ConfigError(f"{_display(path)}: not UTF-8 (byte 0x{error.object[error.start]:02x} at offset {error.start})") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{_display(path)}: invalid TOML ({error})") from None
+    except RecursionError:
+        raise ConfigError(f"{_display(path)}: invalid TOML (nested too deeply)") from None
     tool = document.get("tool")
     table = tool.get("autograd-lint") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):

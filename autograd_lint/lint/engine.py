@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Sequence
 from autograd_lint import noqa
 from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze, syntax_check
 from autograd_lint.model.extract import is_decorated
-from autograd_lint.model.guard import stage
+from autograd_lint.model.guard import run_guarded, stage
 from autograd_lint.model.source import SourceFile, split_lines
 from autograd_lint.model.spec import FunctionSpec
 from autograd_lint.rules import all_rules
@@ -133,10 +133,17 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
 
     The file is compiled in full, as a file named on the command line is.  Its
     Functions are recognised from the file alone and ``extra-function-bases``.
+    It runs under the same deep-code guard as every file of a run
+    (:func:`~autograd_lint.model.guard.run_guarded`): every entry point that
+    checks one text (stdin, the language server) calls this.
     """
-    syntax_check(source)
-    analysis = analyze(source, {}, settings, module_needs(settings))
-    return SourceCheck(analysis.functions, check_analysis(analysis, settings))
+
+    def check() -> SourceCheck:
+        syntax_check(source)
+        analysis = analyze(source, {}, settings, module_needs(settings))
+        return SourceCheck(analysis.functions, check_analysis(analysis, settings))
+
+    return run_guarded(source.path, "checking the file", check)
 
 
 def _without_noqa(diagnostics: Sequence[Diagnostic], lines: Sequence[str]) -> list[Diagnostic]:

@@ -33,7 +33,17 @@ from autograd_lint.config import KEYS, ConfigError, add_config_arguments, find_c
 from autograd_lint.lint.engine import check_analysis, check_source, module_needs, selected_rules
 from autograd_lint.model.discovery import iter_targets
 from autograd_lint.model.discovery import run as run_files
-from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name, read_source, split_lines
+from autograd_lint.model.source import (
+    SourceError,
+    SourceFile,
+    decode_source,
+    encode_source,
+    module_name,
+    read_source,
+    source_encoding,
+    split_lines,
+    with_line_ends_of,
+)
 from autograd_lint.lint.output import (
     FORMATS,
     CheckOutcome,
@@ -49,10 +59,8 @@ STDIN = "-"
 
 
 def _codes(value: str) -> tuple[str, ...]:
-    try:
-        return selectors([code.strip() for code in value.split(",") if code.strip()], "rule selector")
-    except ConfigError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    # Checked by settings_from_args, so that a bad code is one line (argparse adds its usage).
+    return tuple(code.strip() for code in value.split(",") if code.strip())
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -127,12 +135,15 @@ def usage_problem(args: argparse.Namespace) -> str | None:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The configured settings with the command line's on top; raises :class:`ConfigError`."""
+    select = selectors(args.select, "--select") if args.select else None
+    extend_select = selectors(args.extend_select, "--extend-select")
+    ignore = selectors(args.ignore, "--ignore")
     configured = project_settings(_paths(args), args.config, args.isolated)
     return replace(
         configured,
-        select=args.select or configured.select,
-        extend_select=configured.extend_select + args.extend_select,
-        ignore=configured.ignore + args.ignore,
+        select=select or configured.select,
+        extend_select=configured.extend_select + extend_select,
+        ignore=configured.ignore + ignore,
         extend_exclude=configured.extend_exclude + tuple(args.exclude),
         jobs=args.jobs,
     )
@@ -219,21 +230,38 @@ def run(args: argparse.Namespace) -> int:
 def _check_stdin(args: argparse.Namespace, settings: Settings, baseline: Counter[Fingerprint] | None) -> int:
     """Check (or fix, printing the fixed source) the one file read from stdin."""
     path = args.stdin_filename or STDIN
+    data = sys.stdin.buffer.read()
     try:
-        source = SourceFile(path, decode_source(sys.stdin.buffer.read(), path), module_name(path))
+        # The text --fix writes back must be the buffer's own: refuse what decoding would change.
+        text = decode_source(data, path, for_rewrite=args.fix)
+        source = SourceFile(path, text, module_name(path))
         checked = check_source(source, settings)
-    except SourceError as error:
+        if args.fix or args.diff:
+            from autograd_lint.lint.fix import fix_source
+
+            fixed = fix_source(source, {}, settings, args.unsafe_fixes)
+            # The buffer's own encoding (cookie, BOM) and line ends, byte for byte.
+            output = encode_source(with_line_ends_of(text, fixed.text, path), source_encoding(data))
+    except (SourceError, UnicodeEncodeError) as error:
+        if isinstance(error, UnicodeEncodeError):
+            error = SourceError(path, f"the fixed text cannot be written in the buffer's encoding ({error.reason})")
+        if args.fix:
+            sys.stdout.buffer.write(data)  # an editor replaces the buffer by stdout: give it back unchanged
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
     if args.fix or args.diff:
-        from autograd_lint.lint.fix import FixRun, fix_source, fix_summary, show_fixes, unified_diff
+        from autograd_lint.lint.fix import FixRun, fix_summary, show_fixes, unified_diff
 
-        fixed = fix_source(source, {}, settings, args.unsafe_fixes)
         fixes = FixRun(fixed.remaining, fixed.errors, [fixed])
         for error in fixed.errors:
             print(f"error: {error}", file=sys.stderr)
         # As ruff does: the fixed source goes to stdout (the diff with --diff), the rest to stderr.
-        sys.stdout.write(unified_diff(fixed) if args.diff else fixed.text)
+        if args.diff:
+            sys.stdout.write(unified_diff(fixed))
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(output)
+            sys.stdout.buffer.flush()
         if not args.diff:
             remaining = CheckOutcome(fixed.remaining, fixed.errors, 1, len(checked.functions))
             sys.stderr.write(FORMATS["text"](remaining))
