@@ -8,7 +8,9 @@ sub-command's own; every sub-command uses 2 for a usage error.
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
+import io
 import sys
 from typing import Sequence
 
@@ -47,7 +49,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 EQUALS_ONLY = frozenset({"--add-noqa"})
 
 
+def _unencodable(error: UnicodeError) -> tuple[str | bytes, int]:
+    """Write what the output's encoding lacks rather than fail: a file name's undecodable bytes
+    (surrogate escapes) as the bytes they were, any other character as a ``\\u`` escape."""
+    assert isinstance(error, UnicodeEncodeError)
+    text = error.object[error.start : error.end]
+    if all("\udc80" <= character <= "\udcff" for character in text):
+        return codecs.lookup_error("surrogateescape")(error)
+    return codecs.lookup_error("backslashreplace")(error)
+
+
+codecs.register_error("autograd-lint-output", _unencodable)
+
+
+def _robust_output() -> None:
+    """Findings and errors are printed whatever the terminal's encoding (``PYTHONIOENCODING=ascii``)
+    and whatever bytes a file name holds."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="autograd-lint-output")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _robust_output()
     arguments = sys.argv[1:] if argv is None else list(argv)
     # The sub-command is the first argument that is not an option (the parser's own
     # options take no value); anything else gets every sub-command's arguments.

@@ -4,8 +4,9 @@ Two kinds, both with flake8's syntax and meaning:
 
 * on a line, ``# noqa`` (every finding on that line) or ``# noqa: AGL001, AGL0``
   (findings whose code starts with one of the codes), found anywhere in the
-  physical line as flake8 finds it; as in flake8, a code is letters then digits,
-  so ``# noqa: AGL`` is a bare ``# noqa``;
+  physical line as flake8 finds it (but each one on the line counts, where flake8
+  reads the first); as in flake8, a code is letters then digits, so
+  ``# noqa: AGL`` is a bare ``# noqa``;
 * for the whole file, a line that starts with ``# flake8: noqa`` (every finding;
   flake8 reads nothing after it) or ``# autograd-lint: noqa`` (every finding), or
   ``# autograd-lint: noqa: AGL005, AGL01`` (those codes only, as ruff's
@@ -45,9 +46,21 @@ def silences(codes: frozenset[str], code: str) -> bool:
 
 
 def line_codes(line: str) -> frozenset[str] | None:
-    """Codes a ``# noqa`` comment on ``line`` silences; the empty set means all; None: no comment."""
-    match = LINE_NOQA.search(line)
-    return None if match is None else _codes(match.group("codes"))
+    """Codes a ``# noqa`` comment on ``line`` silences; the empty set means all; None: no comment.
+
+    Every ``# noqa`` text of the line counts, not only the first as in flake8: one
+    inside a string (``"# noqa: E1"``) must not hide the comment after it, which
+    ``--add-noqa`` writes.
+    """
+    found: set[str] = set()
+    matched = False
+    for match in LINE_NOQA.finditer(line):
+        codes = _codes(match.group("codes"))
+        if not codes:
+            return frozenset()
+        found |= codes
+        matched = True
+    return frozenset(found) if matched else None
 
 
 @dataclass(frozen=True)
