@@ -34,7 +34,7 @@ class SideFileError(Exception):
 
 
 def load_json(path: str, what: str, limit: int = MAX_BYTES) -> Any:
-    """The JSON document in the file ``path``, a ``what`` ("baseline file"), checked as the module says.
+    """The JSON document in the file ``path``, ``what`` ("a baseline file"), checked as the module says.
 
     Raises :class:`SideFileError` (``missing`` set when there is no such file).
     """
@@ -45,21 +45,21 @@ def load_json(path: str, what: str, limit: int = MAX_BYTES) -> Any:
     except FileNotFoundError:
         raise SideFileError(path, "no such file", missing=True) from None
     except IsADirectoryError:
-        raise SideFileError(path, f"is a directory, not a {what}") from None
+        raise SideFileError(path, f"is a directory, not {what}") from None
     except OSError as error:
         raise SideFileError(path, f"cannot be read ({error.strerror or error})") from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise SideFileError(path, f"not a {what} (not UTF-8: byte 0x{data[error.start]:02x} at offset {error.start})") from None
+        raise SideFileError(path, f"not {what} (not UTF-8: byte 0x{data[error.start]:02x} at offset {error.start})") from None
     try:
         document = json.loads(text, parse_constant=_no_constant)
     except ValueError as error:  # JSONDecodeError, or NaN and Infinity (_no_constant)
-        raise SideFileError(path, f"not a {what} (invalid JSON: {error})") from None
+        raise SideFileError(path, f"not {what} (invalid JSON: {error})") from None
     except RecursionError:
-        raise SideFileError(path, f"not a {what} (nested deeper than {MAX_DEPTH} levels)") from None
+        raise SideFileError(path, f"not {what} (nested deeper than {MAX_DEPTH} levels)") from None
     if _depth_over(document, MAX_DEPTH):
-        raise SideFileError(path, f"not a {what} (nested deeper than {MAX_DEPTH} levels)")
+        raise SideFileError(path, f"not {what} (nested deeper than {MAX_DEPTH} levels)")
     return document
 
 

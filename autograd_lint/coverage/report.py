@@ -617,7 +617,7 @@ def read_code_runs(path: str) -> list[CodeRuns]:
     ``path`` and the problem, for a file that is not such a report as for one
     that cannot be read.
     """
-    data = load_json(path, "autograd-cov report")
+    data = load_json(path, "an autograd-cov report")
     if not isinstance(data, dict) or data.get("version") != REPORT_VERSION:
         raise SideFileError(
             path, f"not an autograd-cov report of version {REPORT_VERSION} (make it again with this autograd-lint)"

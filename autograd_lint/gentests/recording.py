@@ -211,7 +211,7 @@ def _read_json(path: str) -> Any:
     Raises :class:`SideFileError`.
     """
     try:
-        return load_json(path, "recording")
+        return load_json(path, "a recording")
     except SideFileError as error:
         if error.missing:
             return None
@@ -352,6 +352,8 @@ def _cases(entry: dict[str, Any] | None) -> list[InputCase]:
         return []
     cases = []
     for case in entry.get("cases", []):
+        if not isinstance(case.get("args"), list) or not all(isinstance(arg, dict) for arg in case["args"]):
+            raise TypeError("a case's \"args\" must be a list of objects")
         pickled = case.get("pickled")
         decoded = [_decode(arg, isinstance(pickled, str)) for arg in case["args"]]
         try:

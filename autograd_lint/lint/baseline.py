@@ -132,7 +132,7 @@ def _check_replaceable(path: str) -> None:
     ``--write-baseline ops.py`` (a slip of the shell) must not replace a source file.
     """
     try:
-        document = load_json(path, "baseline file")
+        document = load_json(path, "a baseline file")
     except SideFileError as error:
         if error.missing:
             return
@@ -144,7 +144,7 @@ def _check_replaceable(path: str) -> None:
 def read_baseline(path: str) -> Counter[Fingerprint]:
     """The entries of the baseline file ``path``; raises :class:`BaselineError` naming it and the problem."""
     try:
-        document = load_json(path, "baseline file")
+        document = load_json(path, "a baseline file")
     except SideFileError as error:
         raise BaselineError(str(error)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
