@@ -11,6 +11,7 @@ import argparse
 import codecs
 import importlib
 import io
+import os
 import sys
 from typing import Sequence
 
@@ -82,4 +83,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     module = importlib.import_module(args._module)
-    return int(module.run(args))
+    try:
+        return int(module.run(args))
+    except KeyboardInterrupt:
+        # Writes are atomic (autograd_lint.files): an interrupted run leaves each file old or new.
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`check | head`): nothing more to say, and nowhere to say it.
+        _quiet_broken_stdout()
+        return 1
+
+
+def _quiet_broken_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from autograd_lint.files import Refused, read_regular
 from autograd_lint.settings import Settings
 
 if sys.version_info >= (3, 11):
@@ -31,6 +32,8 @@ else:  # tomllib is new in 3.11; tomli is the same parser, published on its own.
     import tomli as tomllib
 
 CONFIG_FILE = "pyproject.toml"
+# No real pyproject.toml comes near this; a larger file is not read.
+_MAX_CONFIG_BYTES = 16 << 20
 TABLE = "tool.autograd-lint"
 
 # A rule code or a prefix of one; "ALL" selects every rule.
@@ -147,13 +150,16 @@ def _display(path: Path) -> str:
 def read_table(path: Path) -> dict[str, Any] | None:
     """The ``[tool.autograd-lint]`` table of the TOML file ``path``, or None when it has none."""
     try:
-        with open(path, "rb") as file:
-            document = tomllib.load(file)
+        # Through the one reader: a FIFO named pyproject.toml must not block the run.
+        document = tomllib.loads(read_regular(str(path), _MAX_CONFIG_BYTES).decode("utf-8"))
+    except Refused as error:
+        raise ConfigError(f"{_display(path)}: {error.reason}") from None
     except OSError as error:
         raise ConfigError(f"{_display(path)}: cannot be read ({error.strerror or error})") from None
     except UnicodeDecodeError as error:
         # TOML is UTF-8; tomllib decodes the whole file and lets the decoder's error through.
-        raise ConfigError(f"{_display(path)}: not UTF-8 (byte 0x{error.object[error.start]:02x} at offset {error.start})") from None
+        problem = f"not UTF-8 (byte 0x{error.object[error.start]:02x} at offset {error.start})"
+        raise ConfigError(f"{_display(path)}: {problem}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{_display(path)}: invalid TOML ({error})") from None
     except RecursionError:

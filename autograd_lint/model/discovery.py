@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import pickle
 import re
+import signal
 import sys
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -354,6 +355,9 @@ def _serve(inbox: "multiprocessing.SimpleQueue[_Message]", outbox: "multiprocess
            state: _Round) -> None:  # type: ignore[type-arg]
     """A worker's loop: it lives for the whole run, so that the analyses it keeps
     (:data:`_kept`) are still there for the last round."""
+    # Ctrl-C reaches the whole process group: the parent stops the run and ends the
+    # workers; a worker's own KeyboardInterrupt would only print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         kind, payload = inbox.get()
         if kind == "round":
