@@ -65,7 +65,12 @@ codecs.register_error("autograd-lint-output", _unencodable)
 
 def _robust_output() -> None:
     """Findings and errors are printed whatever the terminal's encoding (``PYTHONIOENCODING=ascii``)
-    and whatever bytes a file name holds."""
+    and whatever bytes a file name holds; a closed stdout or stderr (``>&-``) is read as /dev/null,
+    so that the exit code still tells."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="autograd-lint-output")
@@ -82,8 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    module = importlib.import_module(args._module)
     try:
+        module = importlib.import_module(args._module)
         return int(module.run(args))
     except KeyboardInterrupt:
         # Writes are atomic (autograd_lint.files): an interrupted run leaves each file old or new.

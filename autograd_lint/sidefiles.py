@@ -43,7 +43,7 @@ def load_json(path: str, what: str, limit: int = MAX_BYTES) -> Any:
     except Refused as error:
         raise SideFileError(path, error.reason) from None
     except FileNotFoundError:
-        raise SideFileError(path, "no such file", missing=True) from None
+        raise SideFileError(path, "cannot be read (No such file or directory)", missing=True) from None
     except IsADirectoryError:
         raise SideFileError(path, f"is a directory, not {what}") from None
     except OSError as error:

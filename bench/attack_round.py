@@ -618,7 +618,7 @@ def _(root: Path) -> str | None:
 def interrupted(root: Path, args: list[str], sig: int) -> Result:
     process = subprocess.Popen([sys.executable, "-m", "autograd_lint", *args], cwd=root, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
-    time.sleep(2.5)
+    time.sleep(6)  # past the imports (about 2 s on a loaded machine): in the middle of the work
     os.killpg(process.pid, sig)
     out, err = process.communicate(timeout=TIMEOUT)
     return Result(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"), 0)
