@@ -365,5 +365,6 @@ class GradientCount(Rule):
                     return (grad,)
             """,
             line=14,
+            message="returns 1 gradient, but forward takes 2 inputs",
         ),
     ]

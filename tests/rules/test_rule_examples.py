@@ -35,11 +35,12 @@ def test_example(rule: type[Rule], example: Valid | Invalid) -> None:
     if isinstance(example, Valid):
         assert found == [], f"{rule.code} reported on a VALID example: {found}"
         return
+    # An example that names no line would pass with a finding on the wrong line.
+    assert example.line is not None and example.message, "an INVALID example names its line and message"
     assert found, f"{rule.code} reported nothing on an INVALID example"
-    if example.line is not None:
-        assert example.line in {d.line for d in found}, found
-    if example.message is not None:
-        assert any(example.message in d.message for d in found), found
+    assert any(d.line == example.line and example.message in d.message for d in found), (
+        f"no {rule.code} finding on line {example.line} containing {example.message!r}: {found}"
+    )
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)
