@@ -622,6 +622,9 @@ def read_code_runs(path: str) -> list[CodeRuns]:
         raise SideFileError(
             path, f"not an autograd-cov report of version {REPORT_VERSION} (make it again with this autograd-lint)"
         )
+    functions = data.get("functions")
+    if not isinstance(functions, list) or not all(isinstance(f, dict) for f in functions):
+        raise SideFileError(path, 'not an autograd-cov report: "functions" must be a list of objects')
     try:
         return [
             CodeRuns(
@@ -632,7 +635,7 @@ def read_code_runs(path: str) -> list[CodeRuns]:
                     for phase, modes in f["code_counts"].items()
                 },
             )
-            for f in data["functions"]
+            for f in functions
             if f.get("kind", "autograd.Function") == "autograd.Function"
         ]
     except (AttributeError, KeyError, TypeError, ValueError) as error:

@@ -233,8 +233,7 @@ def test_deep_code_on_stdin_is_checked_as_a_file_is(tmp_path: Path) -> None:
         (["pragma", "--only-unexercised", "side.json", "ops.py"], "side.json", "[]",
          "error: side.json: not an autograd-cov report of version 2 (make it again with this autograd-lint)"),
         (["pragma", "--only-unexercised", "side.json", "ops.py"], "side.json", '{"version": 2, "functions": "x"}',
-         "error: side.json: not an autograd-cov report: malformed \"functions\" (TypeError: string indices must be "
-         "integers, not 'str')"),
+         "error: side.json: not an autograd-cov report: \"functions\" must be a list of objects"),
         (["pragma", "--only-unexercised", "side.json", "ops.py"], "side.json", "{" + '"a":{' * 3000 + "}" * 3001,
          "error: side.json: not an autograd-cov report (nested deeper than 100 levels)"),
     ],
