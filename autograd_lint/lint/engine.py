@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from autograd_lint import noqa
-from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze, syntax_check
+from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze
 from autograd_lint.model.extract import is_decorated
 from autograd_lint.model.guard import run_guarded, stage
 from autograd_lint.model.source import SourceFile, split_lines
@@ -93,13 +93,17 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
                 reports = list(rule.check_findings(analysis, settings, others))
                 diagnostics.update(_diagnostics(path, rule, reports))
                 continue
-            reports = list(rule.check_module(analysis, settings))
+            # A rule that looks outside the Function classes has nothing to find when the
+            # text shows none of what it needs (the module may be parsed whole for another rule).
+            shown = not rule.needs or not rule.needs.isdisjoint(analysis.shown_needs)
+            reports = list(rule.check_module(analysis, settings)) if shown else []
             for function in analysis.functions:
                 if is_decorated(function, analysis.source.text):
                     continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
                 reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         diagnostics.update(_diagnostics(path, rule, reports))
-    result = sorted(diagnostics, key=Diagnostic.sort_key)
+    # The message breaks ties: two findings of one rule at one place (a set, in hash order) must print in one order.
+    result = sorted(diagnostics, key=lambda d: (d.sort_key(), d.message))
     return _without_noqa(result, split_lines(analysis.source.text)) if honour_noqa else result
 
 
@@ -122,10 +126,11 @@ def every_finding(analysis: FileAnalysis, settings: Settings, but: str) -> list[
 
 @dataclass(frozen=True)
 class SourceCheck:
-    """The Functions of one file checked on its own, and its findings."""
+    """The Functions of one file checked on its own, its findings, and the analysis they came from."""
 
     functions: list[FunctionSpec]
     diagnostics: list[Diagnostic]
+    analysis: FileAnalysis
 
 
 def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
@@ -137,6 +142,7 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
     (:func:`~autograd_lint.model.guard.run_guarded`): every entry point that
     checks one text (stdin, the language server) calls this.
     """
+<<<<<<< HEAD
 
     def check() -> SourceCheck:
         syntax_check(source)
@@ -144,6 +150,10 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
         return SourceCheck(analysis.functions, check_analysis(analysis, settings))
 
     return run_guarded(source.path, "checking the file", check)
+=======
+    analysis = analyze(source, {}, settings, module_needs(settings), compile_whole=True)
+    return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
+>>>>>>> main
 
 
 def _without_noqa(diagnostics: Sequence[Diagnostic], lines: Sequence[str]) -> list[Diagnostic]:

@@ -37,7 +37,6 @@ from autograd_lint.model.analysis import (
     ModuleNeed,
     analyze,
     mentions_function,
-    syntax_check,
 )
 from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, link_custom_ops, mentions_custom_op
 from autograd_lint.model.guard import in_deep_stack, run_guarded, stage
@@ -210,10 +209,9 @@ _Task = tuple[str, bool, bool]
 
 
 def _analyse(source: SourceFile, explicit: bool, state: _Round[T], mentions_ops: bool | None = None) -> FileResult[T]:
-    if explicit:
-        syntax_check(source)
     analysis = analyze(
-        source, state.known, state.settings, state.needs, run_ops=state.run_ops, mentions_ops=mentions_ops
+        source, state.known, state.settings, state.needs, run_ops=state.run_ops, mentions_ops=mentions_ops,
+        compile_whole=explicit,
     )
     if analysis.custom_ops is not None and state.run_ops is None:
         # The last round (_link_custom_ops) links the file's custom ops with those of the

@@ -22,6 +22,8 @@ from autograd_lint.files import Refused, read_regular
 # own, tighter bound (model.guard.MAX_PARSED_CHARS).
 MAX_SOURCE_BYTES = 32 << 20
 _LONE_CR = re.compile(r"\r(?!\n)")
+# One line and its break, as the tokenizer ends lines (the last line may have no break).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 # Python's first two lines, where a PEP 263 cookie counts: a lone \r ends a line too.
 _FIRST_TWO_LINES = re.compile(rb"([^\r\n]*(?:\r\n|\r|\n)?)([^\r\n]*(?:\r\n|\r|\n)?)")
 
@@ -80,10 +82,13 @@ def has_lone_cr(text: str) -> bool:
 def split_lines(text: str) -> tuple[str, ...]:
     r"""``text``'s lines as Python's tokenizer counts them, each with its line break.
 
-    ``text`` is a :class:`SourceFile`'s (no lone ``\r``); unlike
-    ``str.splitlines(keepends=True)``, only ``\n`` ends a line.  Cached: the
-    engine and the rules ask for the lines of the same file again and again.
+    A line ends at ``\n``, ``\r\n`` or a lone ``\r`` (the Language Server
+    Protocol counts lines the same way), and each line keeps its own break;
+    unlike ``str.splitlines(keepends=True)``, nothing else ends a line.  Cached:
+    the engine and the rules ask for the lines of the same file again and again.
     """
+    if "\r" in text:
+        return tuple(_LINE.findall(text))
     lines = [line + "\n" for line in text.split("\n")]
     last = lines.pop()[:-1]
     if last:

@@ -289,7 +289,10 @@ class GradientCount(Rule):
                 return Scale.apply(x, 0.5)
             """,
             line=11,
-            message="Scale.apply on line 14 passes 2 inputs",
+            message=(
+                "Scale.apply on line 14 passes 2 inputs: backward raises "
+                "`returned an incorrect number of gradients (expected 2, got 1)`"
+            ),
         ),
         Invalid(
             """
@@ -344,7 +347,10 @@ class GradientCount(Rule):
                     return grads
             """,
             line=13,
-            message="returns 2 gradients, but forward takes 3 inputs",
+            message=(
+                "returns 2 gradients, but forward takes 3 inputs: backward raises "
+                "`returned an incorrect number of gradients (expected 3, got 2)`"
+            ),
         ),
         # Split style: forward takes no ctx, so both parameters are inputs.
         Invalid(

@@ -50,7 +50,8 @@ class InputMutatedWithoutMarkDirty(Rule):
     count only on names known to be tensors; a storage swap (``x.set_(y)``) does
     not count.  The rule stays silent when it can't
     tell what is marked: mark_dirty called in setup_context (split style) or with
-    something other than input names, or ctx handed to a helper."""
+    something other than input names, or ctx handed to other code (a helper, a
+    nested function, an alias)."""
 
     code = "AGL008"
     title = "forward mutates an input in place without ctx.mark_dirty"
