@@ -142,18 +142,12 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
     (:func:`~autograd_lint.model.guard.run_guarded`): every entry point that
     checks one text (stdin, the language server) calls this.
     """
-<<<<<<< HEAD
 
     def check() -> SourceCheck:
-        syntax_check(source)
-        analysis = analyze(source, {}, settings, module_needs(settings))
-        return SourceCheck(analysis.functions, check_analysis(analysis, settings))
+        analysis = analyze(source, {}, settings, module_needs(settings), compile_whole=True)
+        return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
 
     return run_guarded(source.path, "checking the file", check)
-=======
-    analysis = analyze(source, {}, settings, module_needs(settings), compile_whole=True)
-    return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
->>>>>>> main
 
 
 def _without_noqa(diagnostics: Sequence[Diagnostic], lines: Sequence[str]) -> list[Diagnostic]:

@@ -241,32 +241,22 @@ def fix_diagnostic(
     rule = rule_by_code(diagnostic.code)
     if rule is None or rule.fixer is None:
         return None
-<<<<<<< HEAD
 
     def fix() -> str | None:
         module = parse_checked(source.text, source.path)
-        if isinstance(module, str):
+        if isinstance(module, str) or module.code != source.text:
+            # libcst drops a form feed that precedes code on its line: the fix would change other lines.
             return None
-        analysis = analyze(source, {}, settings, module_needs(settings))
-        text = _apply(rule(), analysis, module, [diagnostic], settings)
+        current = analysis
+        if current is None or current.source.text != source.text:
+            current = analyze(source, {}, settings, module_needs(settings))
+        text = _apply(rule(), current, module, [diagnostic], settings)
         if text == source.text or verify(text, source.path) is not None:
             return None
         return text
 
     # Under the deep-code guard, as every entry point (see engine.check_source).
     return run_guarded(source.path, f"fixing {diagnostic.code}", fix)
-=======
-    module = parse_checked(source.text, source.path)
-    if isinstance(module, str) or module.code != source.text:
-        # libcst drops a form feed that precedes code on its line: the fix would change other lines.
-        return None
-    if analysis is None or analysis.source.text != source.text:
-        analysis = analyze(source, {}, settings, module_needs(settings))
-    text = _apply(rule(), analysis, module, [diagnostic], settings)
-    if text == source.text or verify(text, source.path) is not None:
-        return None
-    return text
->>>>>>> main
 
 
 def unified_diff(result: FileFix) -> str:

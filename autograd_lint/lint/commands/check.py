@@ -362,17 +362,13 @@ def _check_stdin(
         for error in fixed.errors:
             print(f"error: {error}", file=sys.stderr)
         # As ruff does: the fixed source goes to stdout (the diff with --diff), the rest to stderr.
-<<<<<<< HEAD
+        # The fixed source is what an editor reads back: stdout, always, in the buffer's own bytes.
         if args.diff:
-            sys.stdout.write(unified_diff(fixed))
+            report.write(unified_diff(fixed))
         else:
             sys.stdout.flush()
             sys.stdout.buffer.write(output)
             sys.stdout.buffer.flush()
-=======
-        # The fixed source is what an editor reads back: stdout, always.
-        (report if args.diff else sys.stdout).write(unified_diff(fixed) if args.diff else fixed.text)
->>>>>>> main
         if not args.diff:
             remaining = CheckOutcome(fixed.remaining, fixed.errors, 1, len(checked.functions), quiet=bool(args.quiet))
             sys.stderr.write(FORMATS["text"](remaining))
