@@ -8,7 +8,10 @@ sub-command's own; every sub-command uses 2 for a usage error.
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
+import io
+import os
 import sys
 from typing import Sequence
 
@@ -47,7 +50,34 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 EQUALS_ONLY = frozenset({"--add-noqa"})
 
 
+def _unencodable(error: UnicodeError) -> tuple[str | bytes, int]:
+    """Write what the output's encoding lacks rather than fail: a file name's undecodable bytes
+    (surrogate escapes) as the bytes they were, any other character as a ``\\u`` escape."""
+    assert isinstance(error, UnicodeEncodeError)
+    text = error.object[error.start : error.end]
+    if all("\udc80" <= character <= "\udcff" for character in text):
+        return codecs.lookup_error("surrogateescape")(error)
+    return codecs.lookup_error("backslashreplace")(error)
+
+
+codecs.register_error("autograd-lint-output", _unencodable)
+
+
+def _robust_output() -> None:
+    """Findings and errors are printed whatever the terminal's encoding (``PYTHONIOENCODING=ascii``)
+    and whatever bytes a file name holds; a closed stdout or stderr (``>&-``) is read as /dev/null,
+    so that the exit code still tells."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="autograd-lint-output")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _robust_output()
     arguments = sys.argv[1:] if argv is None else list(argv)
     # The sub-command is the first argument that is not an option (the parser's own
     # options take no value); anything else gets every sub-command's arguments.
@@ -57,5 +87,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    module = importlib.import_module(args._module)
-    return int(module.run(args))
+    try:
+        module = importlib.import_module(args._module)
+        return int(module.run(args))
+    except KeyboardInterrupt:
+        # Writes are atomic (autograd_lint.files): an interrupted run leaves each file old or new.
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`check | head`): nothing more to say, and nowhere to say it.
+        _quiet_broken_stdout()
+        return 1
+
+
+def _quiet_broken_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import os
 import re
 import sys
@@ -28,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from autograd_lint.files import Refused, read_regular
 from autograd_lint.settings import Settings
 
 if sys.version_info >= (3, 11):
@@ -36,6 +38,8 @@ else:  # tomllib is new in 3.11; tomli is the same parser, published on its own.
     import tomli as tomllib
 
 CONFIG_FILE = "pyproject.toml"
+# No real pyproject.toml comes near this; a larger file is not read.
+_MAX_CONFIG_BYTES = 16 << 20
 TABLE = "tool.autograd-lint"
 
 # A rule code or a prefix of one; "ALL" selects every rule.
@@ -46,13 +50,33 @@ class ConfigError(Exception):
     """A configuration that cannot be used; ``str()`` is the one line to print."""
 
 
+@functools.lru_cache(maxsize=1)
+def rule_codes() -> frozenset[str]:
+    """Every rule's code, read from the names of the rule modules (``rules/aglNNN_*.py``).
+
+    The rule catalogue (:func:`autograd_lint.rules.all_rules`) finds the rules by
+    the same names; it is not imported here, as configuration sits below the rules.
+    """
+    directory = Path(__file__).parent / "rules"
+    return frozenset(
+        name[:6].upper() for name in os.listdir(directory) if re.match(r"agl[0-9]{3}_\w*\.py$", name)
+    )
+
+
 def selectors(values: Sequence[str], where: str) -> tuple[str, ...]:
-    """``values`` as upper-case rule selectors; :class:`ConfigError` names ``where`` for a bad one."""
+    """``values`` as upper-case rule selectors; :class:`ConfigError` names ``where`` for a bad one.
+
+    A selector that selects no rule (``AGL999``, ``AGL9``: a typo) is an error too,
+    not a run that silently checks nothing.
+    """
     result = []
     for value in values:
         if not isinstance(value, str) or not _SELECTOR.match(value):
             raise ConfigError(f"{where}: {value!r} is not a rule code or prefix (AGL001, AGL0, AGL or ALL)")
-        result.append(value.upper())
+        selector = value.upper()
+        if selector != "ALL" and not any(code.startswith(selector) for code in rule_codes()):
+            raise ConfigError(f"{where}: {value!r} selects no rule (no rule code starts with it)")
+        result.append(selector)
     return tuple(result)
 
 
@@ -132,12 +156,20 @@ def _display(path: Path) -> str:
 def read_table(path: Path) -> dict[str, Any] | None:
     """The ``[tool.autograd-lint]`` table of the TOML file ``path``, or None when it has none."""
     try:
-        with open(path, "rb") as file:
-            document = tomllib.load(file)
+        # Through the one reader: a FIFO named pyproject.toml must not block the run.
+        document = tomllib.loads(read_regular(str(path), _MAX_CONFIG_BYTES).decode("utf-8"))
+    except Refused as error:
+        raise ConfigError(f"{_display(path)}: {error.reason}") from None
     except OSError as error:
         raise ConfigError(f"{_display(path)}: cannot be read ({error.strerror or error})") from None
+    except UnicodeDecodeError as error:
+        # TOML is UTF-8; tomllib decodes the whole file and lets the decoder's error through.
+        problem = f"not UTF-8 (byte 0x{error.object[error.start]:02x} at offset {error.start})"
+        raise ConfigError(f"{_display(path)}: {problem}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{_display(path)}: invalid TOML ({error})") from None
+    except RecursionError:
+        raise ConfigError(f"{_display(path)}: invalid TOML (nested too deeply)") from None
     tool = document.get("tool")
     table = tool.get("autograd-lint") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):

@@ -52,9 +52,21 @@ def silences(codes: frozenset[str], code: str) -> bool:
 
 
 def line_codes(line: str) -> frozenset[str] | None:
-    """Codes a ``# noqa`` comment on ``line`` silences; the empty set means all; None: no comment."""
-    match = LINE_NOQA.search(line)
-    return None if match is None else _codes(match.group("codes"))
+    """Codes a ``# noqa`` comment on ``line`` silences; the empty set means all; None: no comment.
+
+    Every ``# noqa`` text of the line counts, not only the first as in flake8: one
+    inside a string (``"# noqa: E1"``) must not hide the comment after it, which
+    ``--add-noqa`` writes.
+    """
+    found: set[str] = set()
+    matched = False
+    for match in LINE_NOQA.finditer(line):
+        codes = _codes(match.group("codes"))
+        if not codes:
+            return frozenset()
+        found |= codes
+        matched = True
+    return frozenset(found) if matched else None
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def layer(module: str) -> tuple[int, str]:
     """The layer of ``module`` and, for a face, which face it is."""
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else ""
-    if top in ("", "settings", "files", "config"):
+    if top in ("", "settings", "files", "sidefiles", "config"):
         return BASE, ""
     if top in ("model", "noqa"):
         return MODEL, ""

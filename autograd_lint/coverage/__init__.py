@@ -27,13 +27,19 @@ GENERATED_CODE = "*/torchinductor_*/*"
 
 
 def omitted_patterns() -> list[str]:
-    """coverage ``omit`` patterns for code that is not the user's: torch's generated code, this plugin."""
+    """coverage ``omit`` patterns for code that is not the user's: torch's generated code, autograd-lint."""
     patterns = [GENERATED_CODE]
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if cache:
         patterns.append(os.path.join(os.path.abspath(cache), "*"))
-    patterns.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "*"))
+    # The whole package, not only this plugin: the plugin's report and the recorder import the
+    # analyser (model/*, files.py, gentests/*), which an editable install leaves outside site-packages.
+    patterns.append(os.path.join(PACKAGE_DIRECTORY, "*"))
     return patterns
+
+
+# autograd-lint's own package directory: its modules are not the user's code.
+PACKAGE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 
 class _Omitter:

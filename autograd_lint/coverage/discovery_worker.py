@@ -82,12 +82,18 @@ class DiscoveredOp:
 def discover(roots: Sequence[str]) -> list[Discovered | DiscoveredOp]:
     """The analyser's Functions and custom-op backwards under ``roots``; empty until the analyser is installed."""
     try:
+        from autograd_lint.config import ConfigError, project_settings
         from autograd_lint.model.discovery import run
         from autograd_lint.settings import Settings
     except ImportError:
         return []
+    try:
+        # The project's [tool.autograd-lint] (extra-function-bases...), as `check` reads it.
+        settings = project_settings(roots)
+    except ConfigError:  # `autograd-lint check` names the problem; the report goes on with the defaults
+        settings = Settings()
     found: list[Discovered | DiscoveredOp] = []
-    result = run(roots, Settings(), _no_job)
+    result = run(roots, settings, _no_job)
     for spec in result.functions:
         backward = spec.backward_method
         owner = None if backward is None else (os.path.abspath(backward.path), backward.defined_in)

@@ -31,6 +31,10 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from autograd_lint.config import ConfigError, add_config_arguments, project_settings
 from autograd_lint.coverage import report
 from autograd_lint.files import write_atomically
+from autograd_lint.model.analysis import python_rejects
+from autograd_lint.model.guard import run_guarded
+from autograd_lint.model.source import SourceError, decode_source, read_source_bytes
+from autograd_lint.sidefiles import SideFileError
 from autograd_lint.model.spec import FunctionSpec
 
 MARKER = "# pragma: no cover (autograd-backward)"
@@ -76,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if args.only_unexercised:
         try:
             entries = report.read_code_runs(args.only_unexercised)
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            print(f"{args.only_unexercised}: cannot read the report: {error}", file=sys.stderr)
+        except SideFileError as error:
+            print(f"error: {error}", file=sys.stderr)
             return 2
     targets: dict[str, set[int]] = defaultdict(set)
     names: set[str] = set()
@@ -109,11 +113,12 @@ def run(args: argparse.Namespace) -> int:
     files = {r.path for r in found.results} if args.remove else set(targets)
     for path in sorted(files):
         try:
-            if _rewrite(path, targets.get(path, set()), remove=args.remove, write=not args.check):
+            edit = targets.get(path, set())
+            if run_guarded(path, "marking", lambda: _rewrite(path, edit, remove=args.remove, write=not args.check)):
                 changed += 1
                 print(f"{'would change' if args.check else 'changed'}: {path}")
-        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError) as error:
-            print(f"{path}: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
+        except SourceError as error:
+            print(f"error: {error}", file=sys.stderr)
             failed = True
     if failed:
         return 2
@@ -198,14 +203,22 @@ def _rewrite(path: str, lines: set[int], remove: bool, write: bool) -> bool:
 
     The file is replaced atomically, and only by text that parses.
     """
-    with open(path, "rb") as f:
-        original = f.read()
-    module = cst.parse_module(original)
-    updated = MetadataWrapper(module).visit(_Marker(lines, remove))
-    new = updated.bytes
-    if new == original:
-        return False
-    cst.parse_module(new)  # never write what would not parse
+    original = read_source_bytes(path)
+    problem = python_rejects(decode_source(original, path, for_rewrite=True), path)
+    if problem is not None:  # first: libcst's parser is not safe on any depth or size
+        raise SourceError(path, *problem)
+    try:
+        module = cst.parse_module(original)
+        updated = MetadataWrapper(module).visit(_Marker(lines, remove))
+        new = updated.bytes
+        if new == original:
+            return False
+        cst.parse_module(new)  # never write what would not parse
+    except cst.ParserSyntaxError as error:
+        raise SourceError(path, f"libcst cannot parse it ({str(error).splitlines()[0]})") from None
     if write:
-        write_atomically(path, new)
+        try:
+            write_atomically(path, new, replacing=original)
+        except OSError as error:
+            raise SourceError(path, f"cannot be written ({error.strerror or error})") from None
     return True

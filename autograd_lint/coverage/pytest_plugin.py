@@ -332,7 +332,13 @@ class AutogradCov:
 
 
 def _coverage_source() -> list[str]:
-    """coverage's ``[run] source`` directories, if coverage runs with one."""
+    """The directories coverage measures when it runs with ``[run] source`` or ``source_pkgs``.
+
+    As coverage reads them: a ``source`` entry is a directory, else the name of
+    an importable package (``--cov=mypkg`` for an installed package); a
+    ``source_pkgs`` entry is a package name.  A package is found where it would
+    be imported from, without importing it.
+    """
     try:
         import coverage
     except ImportError:
@@ -340,8 +346,40 @@ def _coverage_source() -> list[str]:
     cov = coverage.Coverage.current()
     if cov is None:
         return []
-    source = cov.get_option("run:source") or []
-    return [s for s in source if os.path.isdir(s)]
+    found = []
+    for entry in cov.get_option("run:source") or []:
+        if os.path.isdir(entry):
+            found.append(entry)
+        else:
+            found.extend(_package_directories(entry))
+    for name in cov.get_option("run:source_pkgs") or []:
+        found.extend(_package_directories(name))
+    return found
+
+
+def _package_directories(name: str) -> list[str]:
+    """Where the package (or module) ``name`` would be imported from; [] when it can't be found.
+
+    Walks ``sys.path`` part by part with :class:`importlib.machinery.PathFinder`,
+    which finds without executing anything (``importlib.util.find_spec`` would
+    import the parent packages).
+    """
+    import importlib.machinery
+
+    if not name or not all(part.isidentifier() for part in name.split(".")):
+        return []
+    path: list[str] | None = None
+    spec = None
+    for part in name.split("."):
+        spec = importlib.machinery.PathFinder.find_spec(part, path)
+        if spec is None:
+            return []
+        path = list(spec.submodule_search_locations or [])
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return list(spec.submodule_search_locations)
+    return [spec.origin] if spec.origin else []
 
 
 def _measured_lines(roots: list[str]) -> dict[str, list[int]]:

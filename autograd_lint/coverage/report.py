@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from autograd_lint.coverage import bridge
+from autograd_lint.sidefiles import SideFileError, load_json
 
 PHASES = ("forward", "backward", "double_backward", "jvp")
 THREAD_KINDS = ("main", "thread", "native")
@@ -610,22 +611,34 @@ class CodeRuns:
 
 
 def read_code_runs(path: str) -> list[CodeRuns]:
-    """The entries of a JSON report, with the runs of the code each Function defines, per phase."""
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    if data.get("version") != REPORT_VERSION:
-        raise ValueError(
-            f"not an autograd-cov report of version {REPORT_VERSION} (make it again with this autograd-lint)"
+    """The entries of a JSON report, with the runs of the code each Function defines, per phase.
+
+    Read through the one side-file loader; raises :class:`SideFileError` naming
+    ``path`` and the problem, for a file that is not such a report as for one
+    that cannot be read.
+    """
+    data = load_json(path, "an autograd-cov report")
+    if not isinstance(data, dict) or data.get("version") != REPORT_VERSION:
+        raise SideFileError(
+            path, f"not an autograd-cov report of version {REPORT_VERSION} (make it again with this autograd-lint)"
         )
-    return [
-        CodeRuns(
-            f["path"],
-            f["qualname"],
-            {
-                phase: sum(n for kinds in modes.values() for n in kinds.values())
-                for phase, modes in f["code_counts"].items()
-            },
-        )
-        for f in data["functions"]
-        if f.get("kind", "autograd.Function") == "autograd.Function"
-    ]
+    functions = data.get("functions")
+    if not isinstance(functions, list) or not all(isinstance(f, dict) for f in functions):
+        raise SideFileError(path, 'not an autograd-cov report: "functions" must be a list of objects')
+    try:
+        return [
+            CodeRuns(
+                str(f["path"]),
+                str(f["qualname"]),
+                {
+                    phase: sum(int(n) for kinds in modes.values() for n in kinds.values())
+                    for phase, modes in f["code_counts"].items()
+                },
+            )
+            for f in functions
+            if f.get("kind", "autograd.Function") == "autograd.Function"
+        ]
+    except (AttributeError, KeyError, TypeError, ValueError) as error:
+        raise SideFileError(
+            path, f"not an autograd-cov report: malformed \"functions\" ({type(error).__name__}: {error})"
+        ) from None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from autograd_lint.config import ConfigError, add_config_arguments, project_settings
+from autograd_lint.files import Outputs, Refused
 from autograd_lint.gentests import recording
 from autograd_lint.gentests.callsites import CallSite, find_call_sites, match_call_sites
 from autograd_lint.gentests.checks import checks_for
@@ -133,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        print(f"error: --out {args.out}: not a directory; the generated test modules go into a directory",
+              file=sys.stderr)
+        return EXIT_ERROR
     errors: list[str] = []
 
     def report(message: str) -> None:
@@ -162,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         recorded = recording.Recording({})
 
     targets, left_out = group_by_module(specs, recorded)
+    outputs = Outputs()
     for spec in left_out:
         print(f"{spec.path}:{spec.position.line}: {spec.qualname} is defined inside a function; "
               "a test cannot import it, none generated (record a call with `pytest --autograd-record`: "
@@ -174,7 +180,12 @@ def run(args: argparse.Namespace) -> int:
     configured_tolerances = dict(settings.gradcheck_tolerances)
     configured_low_precision = dict(settings.low_precision)
 
-    def emit(out_path: str, text: str, what: str) -> None:
+    def emit(out_path: str, text: str, what: str, source: str) -> None:
+        try:
+            outputs.claim(out_path, source)
+        except Refused as error:
+            report(f"{out_path}: {error.reason}: {source}'s tests are not generated (rename one of the modules)")
+            return
         state = file_state(out_path, text)
         if state is FileState.UP_TO_DATE:
             return
@@ -185,7 +196,11 @@ def run(args: argparse.Namespace) -> int:
             why = "edited since it was generated" if state is FileState.EDITED else "not written by gen-tests"
             report(f"{out_path}: {why}; not overwritten (use --force)")
         else:
-            write_python_atomic(out_path, text)
+            try:
+                write_python_atomic(out_path, text)
+            except OSError as error:
+                report(f"{out_path}: cannot be written ({error.strerror or error})")
+                return
             print(f"wrote {out_path} ({what})")
 
     for target in targets:
@@ -249,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
         origins.update(plan.inputs.origin for plan in plans)
         display = os.path.relpath(target.path).replace(os.sep, "/")
         text = compose(header_comment(display, target.module), body)
-        emit(os.path.join(args.out, output_name(target.module)), text, f"{len(plans)} Function(s)")
+        emit(os.path.join(args.out, output_name(target.module)), text, f"{len(plans)} Function(s)", display)
     for op_target in op_targets([r.custom_ops for r in found.results if r.custom_ops is not None]):
         op_plans = [plan_op(op, args.compile_parity, recorded.cases_for_op(op)) for op in op_target.ops]
         op_origins.update(plan.inputs.origin for plan in op_plans)
@@ -257,8 +272,10 @@ def run(args: argparse.Namespace) -> int:
         body = render_op_module(op_target.module, op_plans, root_from_test, op_target.registering)
         display = os.path.relpath(op_target.path).replace(os.sep, "/")
         emit(os.path.join(args.out, op_output_name(op_target.module)),
-             compose(header_comment(display, op_target.module), body), f"{len(op_plans)} custom op(s)")
+             compose(header_comment(display, op_target.module), body), f"{len(op_plans)} custom op(s)", display)
 
+    for problem in recorded.problems:
+        report(problem)
     summary = ", ".join(f"{origins[origin]} {origin.value}" for origin in Origin)
     print(f"inputs of {sum(origins.values())} Function(s): {summary}")
     if op_origins:

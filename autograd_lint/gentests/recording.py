@@ -54,6 +54,7 @@ from autograd_lint.gentests.inputs import (
     normalise_case,
 )
 from autograd_lint.files import write_atomically
+from autograd_lint.sidefiles import SideFileError, load_json
 from autograd_lint.model.spec import FunctionSpec
 
 if TYPE_CHECKING:
@@ -205,12 +206,16 @@ class Recorder:
 
 
 def _read_json(path: str) -> Any:
-    """The JSON value in ``path``; None when it is missing. Raises OSError, ValueError."""
+    """The JSON value in ``path`` (the one side-file loader); None when it is missing.
+
+    Raises :class:`SideFileError`.
+    """
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        return None
+        return load_json(path, "a recording")
+    except SideFileError as error:
+        if error.missing:
+            return None
+        raise
 
 
 def not_a_recording(path: str) -> str | None:
@@ -223,9 +228,7 @@ def not_a_recording(path: str) -> str | None:
         return "is a directory, not a recording file"
     try:
         data = _read_json(path)
-    except OSError as error:
-        return f"cannot be read ({error.strerror or error})"
-    except ValueError:
+    except SideFileError:
         data = ()
     if data is None or (isinstance(data, dict) and data.get("format") in READABLE_FORMATS
                         and isinstance(data.get("functions"), dict)):
@@ -256,12 +259,21 @@ def _value_source(arg: EncodedArg) -> str | None:
     return None
 
 
+def _is_element(value: Any) -> bool:
+    """Whether ``value`` is a tensor element as ``record_plugin.encode_number`` writes one."""
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    return isinstance(value, (bool, int)) or value in ("nan", "inf", "-inf")
+
+
 def _decode(arg: EncodedArg, pickled: bool = False) -> Input | None:
     if pickled and "object" in arg:
         return ObjectInput(str(arg["object"]))
     if "tensor" in arg:
         tensor = arg["tensor"]
         values = tensor.get("values")
+        if isinstance(values, list) and not all(_is_element(value) for value in values):
+            raise ValueError("a tensor's recorded values must be numbers (non-finite ones as \"nan\", \"inf\", \"-inf\")")
         stats = tensor.get("stats")
         return TensorInput(
             tuple(int(n) for n in tensor["shape"]), str(tensor["dtype"]), str(tensor["device"]),
@@ -279,6 +291,9 @@ class Recording:
     """The recorded cases, found by a Function's module and qualname or by its file."""
 
     functions: dict[str, dict[str, Any]]
+    path: str = ""
+    # One line per recorded entry that could not be read (the run searched for inputs instead).
+    problems: list[str] = field(default_factory=list)
 
     def cases_for(self, spec: FunctionSpec) -> list[InputCase]:
         """The recorded cases of ``spec``, normalised; [] when it was never called.
@@ -295,14 +310,26 @@ class Recording:
                  and spec_path.endswith("/" + str(e.get("path", "")).lstrip("/"))),
                 None,
             )
-        return _cases(entry)
+        return self._cases(entry, spec.full_name)
 
     def cases_for_op(self, op: CustomOpSpec) -> list[InputCase]:
         """The recorded calls of a custom op, found by its ``"ns::name"`` (unique in a process), normalised."""
         if op.op_name is None:
             return []
         entry = next((e for e in self.functions.values() if e.get("qualname") == op.op_name), None)
-        return _cases(entry)
+        return self._cases(entry, op.op_name)
+
+    def _cases(self, entry: dict[str, Any] | None, name: str) -> list[InputCase]:
+        """``entry``'s cases; a malformed entry is the recording's fault: named in :attr:`problems`, and
+        its Function gets no recorded case (its inputs are searched for, as for one never called)."""
+        try:
+            return _cases(entry)
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
+            problem = f"{self.path}: the recorded cases of {name} are malformed ({type(error).__name__}: " \
+                      f"{str(error)[:120]}); its inputs were searched for instead"
+            if problem not in self.problems:
+                self.problems.append(problem)
+            return []
 
 
 def _decode_process_group(value: Any) -> ProcessGroupInput | None:
@@ -325,6 +352,8 @@ def _cases(entry: dict[str, Any] | None) -> list[InputCase]:
         return []
     cases = []
     for case in entry.get("cases", []):
+        if not isinstance(case.get("args"), list) or not all(isinstance(arg, dict) for arg in case["args"]):
+            raise TypeError("a case's \"args\" must be a list of objects")
         pickled = case.get("pickled")
         decoded = [_decode(arg, isinstance(pickled, str)) for arg in case["args"]]
         try:
@@ -342,12 +371,14 @@ def _cases(entry: dict[str, Any] | None) -> list[InputCase]:
 def load(path: str) -> Recording:
     """Read a recording; a missing file is an empty recording."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
+        data = _read_json(path)
+    except SideFileError as error:
+        raise RecordingError(f"{path}: cannot read recorded inputs: {error.problem}") from None
+    if data is None:
         return Recording({})
-    except (OSError, ValueError) as error:
-        raise RecordingError(f"{path}: cannot read recorded inputs: {error}") from None
     if not isinstance(data, dict) or data.get("format") not in READABLE_FORMATS:
         raise RecordingError(f"{path}: not a recorded-inputs file of format {FORMAT}")
-    return Recording(dict(data.get("functions", {})))
+    functions = data.get("functions", {})
+    if not isinstance(functions, dict) or not all(isinstance(entry, dict) for entry in functions.values()):
+        raise RecordingError(f"{path}: \"functions\" must be an object of objects")
+    return Recording(dict(functions), path)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from autograd_lint.lint.fix import read_for_rewrite, rewrite, verify
-from autograd_lint.model.source import SourceError, split_lines
+from autograd_lint.model.source import SourceError, split_lines, without_lone_cr
 from autograd_lint.noqa import add_codes, comment_layout
 from autograd_lint.rules.base import Diagnostic
 
@@ -36,7 +36,7 @@ def add_noqa_to_text(text: str, diagnostics: Iterable[Diagnostic], reason: str |
     codes: dict[int, list[str]] = defaultdict(list)
     for diagnostic in diagnostics:
         codes[diagnostic.line].append(diagnostic.code)
-    lines = list(split_lines(text))  # a form feed or U+2028 ends no line: the findings' line numbers are the tokenizer's
+    lines = _physical_lines(text)
     edit = NoqaEdit(text)
     layout = comment_layout(text)
     if layout is None:  # does not tokenize: no line can be edited safely
@@ -56,6 +56,16 @@ def add_noqa_to_text(text: str, diagnostics: Iterable[Diagnostic], reason: str |
             edit.added += 1
     edit.text = "".join(lines)
     return edit
+
+
+def _physical_lines(text: str) -> list[str]:
+    r"""``text``'s lines as Python counts them (:func:`split_lines`), each with its own line break
+    (a lone ``\r`` kept: the text is the file's, not read as a :class:`SourceFile`)."""
+    lines, start = [], 0
+    for line in split_lines(without_lone_cr(text)):  # same length: a lone \r becomes \n
+        lines.append(text[start : start + len(line)])
+        start += len(line)
+    return lines
 
 
 def add_noqa_to_file(path: str, diagnostics: Sequence[Diagnostic], reason: str | None) -> NoqaEdit:

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Callable, Collection, Iterable, Sequence
 
 from autograd_lint import __version__
-from autograd_lint.files import write_atomically
+from autograd_lint.files import Refused, write_atomically
+from autograd_lint.sidefiles import SideFileError, load_json
 from autograd_lint.noqa import LINE_NOQA
 from autograd_lint.rules.base import Diagnostic
 
@@ -120,19 +121,32 @@ def write_baseline(path: str, diagnostics: Iterable[Diagnostic], lines_of: Lines
         for f in sorted(counts)
     ]
     document = {"format": FORMAT, "version": VERSION, "generated-by": f"autograd-lint {__version__}", "entries": entries}
+    _check_replaceable(path)
     write_atomically(path, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
     return sum(counts.values())
+
+
+def _check_replaceable(path: str) -> None:
+    """Raise :class:`Refused` unless ``path`` is missing or holds a baseline (of any version).
+
+    ``--write-baseline ops.py`` (a slip of the shell) must not replace a source file.
+    """
+    try:
+        document = load_json(path, "a baseline file")
+    except SideFileError as error:
+        if error.missing:
+            return
+        raise Refused(path, f"holds something else than a baseline; not replaced ({error.problem})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise Refused(path, f"holds something else than a baseline (no \"format\": \"{FORMAT}\"); not replaced")
 
 
 def read_baseline(path: str) -> Counter[Fingerprint]:
     """The entries of the baseline file ``path``; raises :class:`BaselineError` naming it and the problem."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except OSError as error:
-        raise BaselineError(f"{path}: cannot be read ({error.strerror or error})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise BaselineError(f"{path}: not a baseline file (invalid JSON: {error})") from None
+        document = load_json(path, "a baseline file")
+    except SideFileError as error:
+        raise BaselineError(str(error)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise BaselineError(f"{path}: not a baseline file (no \"format\": \"{FORMAT}\")")
     if document.get("version") != VERSION:

@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Sequence
 from autograd_lint import noqa
 from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze
 from autograd_lint.model.extract import is_decorated
-from autograd_lint.model.guard import stage
+from autograd_lint.model.guard import run_guarded, stage
 from autograd_lint.model.source import SourceFile, split_lines
 from autograd_lint.model.spec import FunctionSpec
 from autograd_lint.rules import all_rules
@@ -147,9 +147,16 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
 
     The file is compiled in full, as a file named on the command line is.  Its
     Functions are recognised from the file alone and ``extra-function-bases``.
+    It runs under the same deep-code guard as every file of a run
+    (:func:`~autograd_lint.model.guard.run_guarded`): every entry point that
+    checks one text (stdin, the language server) calls this.
     """
-    analysis = analyze(source, {}, settings, module_needs(settings), compile_whole=True)
-    return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
+
+    def check() -> SourceCheck:
+        analysis = analyze(source, {}, settings, module_needs(settings), compile_whole=True)
+        return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
+
+    return run_guarded(source.path, "checking the file", check)
 
 
 def _without_noqa(diagnostics: Sequence[Diagnostic], lines: Sequence[str]) -> list[Diagnostic]:

@@ -33,7 +33,7 @@ from autograd_lint.model.discovery import Run
 from autograd_lint.model.cst_parse import parse_module
 from autograd_lint.model.guard import describe, run_guarded
 from autograd_lint.lint.engine import check_analysis, every_finding, module_needs, selected_rules
-from autograd_lint.files import write_atomically
+from autograd_lint.files import Refused, write_atomically
 from autograd_lint.rules import rule_by_code
 from autograd_lint.rules.base import Diagnostic, FixSafety, Rule
 from autograd_lint.settings import Settings
@@ -41,10 +41,12 @@ from autograd_lint.model.source import (
     SourceError,
     SourceFile,
     decode_source,
-    has_lone_cr,
+    encode_source,
     module_name,
+    read_source_bytes,
     source_encoding,
     split_lines,
+    with_line_ends_of,
 )
 from autograd_lint.model.spec import FunctionSpec
 
@@ -104,7 +106,16 @@ def verify(text: str, path: str) -> str | None:
 def fix_source(
     source: SourceFile, known: Mapping[str, FunctionSpec], settings: Settings, unsafe: bool
 ) -> FileFix:
-    """Apply every allowed fix to ``source``, to a fixed point; raises :class:`SourceError`."""
+    """Apply every allowed fix to ``source``, to a fixed point; raises :class:`SourceError`.
+
+    Runs under the deep-code guard, as every entry point (see :func:`autograd_lint.lint.engine.check_source`).
+    """
+    return run_guarded(source.path, "fixing", lambda: _fix_source(source, known, settings, unsafe))
+
+
+def _fix_source(
+    source: SourceFile, known: Mapping[str, FunctionSpec], settings: Settings, unsafe: bool
+) -> FileFix:
     analysis = analyze(source, known, settings, module_needs(settings))
     diagnostics = check_analysis(analysis, settings)
     result = FileFix(source.path, source.text, source.text, diagnostics)
@@ -185,11 +196,7 @@ def _apply(
 
 def read_for_rewrite(path: str) -> tuple[bytes, str, str]:
     """The bytes of ``path``, their encoding (``utf-8-sig`` when there is a BOM) and the text."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as error:
-        raise SourceError(path, f"cannot be read: {error.strerror or error}") from None
+    data = read_source_bytes(path)
     text = decode_source(data, path, for_rewrite=True)
     return data, source_encoding(data), text
 
@@ -201,13 +208,16 @@ def rewrite(path: str, data: bytes, encoding: str, text: str) -> None:
     through here: the file is left alone when it changed since it was read.
     Raises :class:`SourceError`.
     """
-    with open(path, "rb") as handle:
-        if handle.read() != data:
-            raise SourceError(path, "changed while it was being rewritten; not written")
     try:
-        write_atomically(path, text.encode(encoding))
-    except (OSError, UnicodeEncodeError) as error:
+        new = encode_source(text, encoding)
+    except UnicodeEncodeError as error:
         raise SourceError(path, f"cannot be written: {error}") from None
+    try:
+        write_atomically(path, new, replacing=data)
+    except Refused as error:
+        raise SourceError(path, error.reason) from None
+    except OSError as error:
+        raise SourceError(path, f"cannot be written: {error.strerror or error}") from None
 
 
 def fix_file(path: str, known: Mapping[str, FunctionSpec], settings: Settings, unsafe: bool, write: bool) -> FileFix:
@@ -215,13 +225,7 @@ def fix_file(path: str, known: Mapping[str, FunctionSpec], settings: Settings, u
     data, encoding, text = read_for_rewrite(path)
     result = fix_source(SourceFile(path, text, module_name(path)), known, settings, unsafe)
     if write and result.changed:
-        fixed = result.text
-        if has_lone_cr(text):
-            # The analysis reads a lone \r as \n (see SourceFile); give a \r-only file its own back.
-            if "\n" in text:
-                raise SourceError(path, "mixes lone \\r line endings with others; fixes not written")
-            fixed = fixed.replace("\n", "\r")
-        rewrite(path, data, encoding, fixed)
+        rewrite(path, data, encoding, with_line_ends_of(text, result.text, path))
     return result
 
 
@@ -237,16 +241,22 @@ def fix_diagnostic(
     rule = rule_by_code(diagnostic.code)
     if rule is None or rule.fixer is None:
         return None
-    module = parse_checked(source.text, source.path)
-    if isinstance(module, str) or module.code != source.text:
-        # libcst drops a form feed that precedes code on its line: the fix would change other lines.
-        return None
-    if analysis is None or analysis.source.text != source.text:
-        analysis = analyze(source, {}, settings, module_needs(settings))
-    text = _apply(rule(), analysis, module, [diagnostic], settings)
-    if text == source.text or verify(text, source.path) is not None:
-        return None
-    return text
+
+    def fix() -> str | None:
+        module = parse_checked(source.text, source.path)
+        if isinstance(module, str) or module.code != source.text:
+            # libcst drops a form feed that precedes code on its line: the fix would change other lines.
+            return None
+        current = analysis
+        if current is None or current.source.text != source.text:
+            current = analyze(source, {}, settings, module_needs(settings))
+        text = _apply(rule(), current, module, [diagnostic], settings)
+        if text == source.text or verify(text, source.path) is not None:
+            return None
+        return text
+
+    # Under the deep-code guard, as every entry point (see engine.check_source).
+    return run_guarded(source.path, f"fixing {diagnostic.code}", fix)
 
 
 def unified_diff(result: FileFix) -> str:

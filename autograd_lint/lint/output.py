@@ -149,7 +149,8 @@ def _artifact_location(path: str, root: Path) -> dict[str, str]:
         relative = absolute.relative_to(root)
     except ValueError:
         return {"uri": absolute.as_uri()}
-    return {"uri": quote(relative.as_posix()), "uriBaseId": _SRCROOT}
+    # The file name's bytes, percent-encoded: a name that is not UTF-8 (read with surrogate escapes) too.
+    return {"uri": quote(os.fsencode(relative.as_posix())), "uriBaseId": _SRCROOT}
 
 
 def _sarif_rule(rule: type[Rule]) -> dict[str, object]:

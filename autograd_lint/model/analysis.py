@@ -52,7 +52,7 @@ from autograd_lint.model.custom_ops import (
     mentions_custom_op,
 )
 from autograd_lint.model.extract import FUNCTION_BASES, ParsedUnit, extract_functions
-from autograd_lint.model.guard import compile_like_cpython, stage
+from autograd_lint.model.guard import TooLarge, compile_like_cpython, stage
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.locate import (
     ClassHeader,
@@ -171,6 +171,8 @@ def python_rejects(text: str, path: str) -> tuple[str, int | None] | None:
         )
     except (RecursionError, MemoryError):
         return f"too deeply nested: Python {version} does not compile it either", None
+    except TooLarge as exc:
+        return str(exc), None
     except ValueError as exc:  # e.g. "source code string cannot contain null bytes"
         return str(exc), None
     return None

@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import pickle
 import re
+import signal
 import sys
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -75,20 +76,51 @@ class Target:
 def iter_targets(paths: Sequence[str | os.PathLike[str]], settings: Settings) -> Iterator[Target | SourceError]:
     """The Python files under ``paths``, sorted per directory, skipping excluded ones."""
     excluded = _Excludes(settings.exclude + settings.extend_exclude)
+    seen = _SeenFiles()
     for raw in paths:
         path = os.fspath(raw)
         if os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
+            unlisted: list[OSError] = []
+            for root, dirs, files in os.walk(path, onerror=unlisted.append):
+                yield from (_unlisted(error) for error in unlisted)
+                unlisted.clear()
                 dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
                 for name in sorted(files):
                     if name.endswith((".py", ".pyi")):  # before the join: most files of a tree are not
                         full = os.path.join(root, name)
-                        if not excluded(full):
+                        if not excluded(full) and seen.first(full):
                             yield Target(full, explicit=False)
-        elif os.path.exists(path):
-            yield Target(path, explicit=True)
+            yield from (_unlisted(error) for error in unlisted)
+        elif os.path.lexists(path):
+            if seen.first(path):
+                yield Target(path, explicit=True)
         else:
             yield SourceError(path, "no such file or directory")
+
+
+def _unlisted(error: OSError) -> SourceError:
+    """A directory the walk could not list: its files were not checked, and the run must say so."""
+    path = error.filename if isinstance(error.filename, str) else "?"
+    return SourceError(path, f"directory cannot be listed ({error.strerror or error}); its files were not checked")
+
+
+class _SeenFiles:
+    """Which files a run has listed already, by identity (device and inode), so that a
+    file named twice (``a.py ./a.py``, a directory and a file in it) is checked once."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[int, int] | str] = set()
+
+    def first(self, path: str) -> bool:
+        try:
+            info = os.stat(path)
+            key: tuple[int, int] | str = (info.st_dev, info.st_ino)
+        except OSError:  # the reader will say what is wrong with it
+            key = os.path.normcase(os.path.abspath(path))
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
 
 
 def force_excluded(path: str | os.PathLike[str], settings: Settings, root: Path) -> bool:
@@ -339,6 +371,9 @@ def _serve(inbox: "multiprocessing.SimpleQueue[_Message]", outbox: "multiprocess
            state: _Round) -> None:  # type: ignore[type-arg]
     """A worker's loop: it lives for the whole run, so that the analyses it keeps
     (:data:`_kept`) are still there for the last round."""
+    # Ctrl-C reaches the whole process group: the parent stops the run and ends the
+    # workers; a worker's own KeyboardInterrupt would only print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         kind, payload = inbox.get()
         if kind == "round":

@@ -43,6 +43,16 @@ STACK_BYTES = 512 * 1024 * 1024
 CPYTHON_RECURSION_LIMIT = 1000
 # How much of an exception's own message goes into the line printed for it.
 _MESSAGE_CHARS = 160
+# The most text handed to CPython's parser, and the most syntax nodes handed on to
+# libcst's.  libcst's parser needs 2.8 to 4.7 kB per node at its peak (measured:
+# 100,000 list elements 448 MB; 100,000 lines of calls, 1.7 million nodes, 4.8 GB)
+# and aborts the whole process when memory runs out; CPython's about 1 kB per node
+# (a 3 MB list of 1,000,000 elements: 0.96 GB).  The largest file of torch has
+# 162,000 nodes in 1.4 MB (see docs/robustness.md).
+MAX_PARSED_CHARS = 4_000_000
+MAX_PARSED_NODES = 300_000
+# A node takes at least half a character (``0,``): shorter texts are not counted.
+_UNCOUNTED_CHARS = MAX_PARSED_NODES // 2
 
 _state = threading.local()
 
@@ -204,18 +214,26 @@ def _with_limit(target: Callable[[], None], previous: int) -> Callable[[], None]
     return run
 
 
+class TooLarge(Exception):
+    """Code too large for its parse to stay within the memory bound of one file; ``str()`` says why."""
+
+
 def compile_like_cpython(text: str, path: str) -> None:
     """Parse ``text`` with CPython as ``python`` would, at its default recursion limit.
 
     Raises what ``compile`` raises: ``SyntaxError`` (and its subclasses),
     ``ValueError`` for NUL bytes, ``RecursionError`` or ``MemoryError`` for code
-    nested deeper than CPython accepts.  Called before any libcst parse: libcst's
+    nested deeper than CPython accepts; and :class:`TooLarge` for a text that
+    libcst (or CPython) could not parse within one file's memory bound
+    (:data:`MAX_PARSED_CHARS`, :data:`MAX_PARSED_NODES`).  Called before any libcst parse: libcst's
     native parser takes time and memory that grow faster than the depth (a
     20,000-term sum runs for minutes, 4,000 nested calls take 1.8 GB) and
     overflows its stack further on, where CPython stops with an error.  Within the
     raised limit of :func:`run_guarded` CPython would accept far deeper code, so
     the limit is lowered to the default, counted from the current depth, for the call.
     """
+    if len(text) > MAX_PARSED_CHARS:
+        raise TooLarge(f"too large to analyse ({len(text):,} characters; the limit is {MAX_PARSED_CHARS:,})")
     frames = 0
     frame = sys._getframe()
     while frame is not None:
@@ -224,6 +242,13 @@ def compile_like_cpython(text: str, path: str) -> None:
     previous = sys.getrecursionlimit()
     sys.setrecursionlimit(CPYTHON_RECURSION_LIMIT + frames)
     try:
-        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     finally:
         sys.setrecursionlimit(previous)
+    if len(text) > _UNCOUNTED_CHARS:
+        nodes = sum(1 for _ in ast.walk(tree))
+        if nodes > MAX_PARSED_NODES:
+            raise TooLarge(
+                f"too large to analyse ({nodes:,} syntax nodes in one parse; the limit is {MAX_PARSED_NODES:,}, "
+                "about 1.4 GB for libcst's parser)"
+            )

@@ -17,6 +17,11 @@ import tokenize
 from dataclasses import dataclass
 from typing import Sequence
 
+from autograd_lint.files import Refused, read_regular
+
+# The largest source file read: its text is scanned whole.  What is parsed has its
+# own, tighter bound (model.guard.MAX_PARSED_CHARS).
+MAX_SOURCE_BYTES = 32 << 20
 _LONE_CR = re.compile(r"\r(?!\n)")
 # One line and its break, as the tokenizer ends lines (the last line may have no break).
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -136,6 +141,26 @@ def decode_source(data: bytes, path: str, *, for_rewrite: bool = False) -> str:
     return text
 
 
+def encode_source(text: str, encoding: str) -> bytes:
+    """``text`` as the bytes of a file read in ``encoding`` (:func:`source_encoding`'s: ``utf-8-sig``
+    writes the BOM back); raises ``UnicodeEncodeError`` for a character the encoding lacks."""
+    return text.encode(encoding)
+
+
+def with_line_ends_of(original: str, text: str, path: str) -> str:
+    r"""``text``, a rewrite of the :class:`SourceFile` text read from ``original``, with ``original``'s line ends.
+
+    A :class:`SourceFile` reads a lone ``\r`` as ``\n``: a file that ends its
+    lines with ``\r`` gets them back.  A file that mixes lone ``\r`` with other
+    endings can't be given its own back: :class:`SourceError`.
+    """
+    if not has_lone_cr(original):
+        return text
+    if "\n" in original:
+        raise SourceError(path, "mixes lone \\r line endings with others; fixes not written")
+    return text.replace("\n", "\r")
+
+
 def source_encoding(data: bytes) -> str:
     r"""The encoding Python reads ``data`` in: a BOM or a PEP 263 cookie, else UTF-8.
 
@@ -225,15 +250,26 @@ def namespace_names(path: str | os.PathLike[str], roots: Sequence[str]) -> list[
     return names
 
 
-def read_source(path: str) -> SourceFile:
-    """Read and decode one file; raises :class:`SourceError` with the reason when it can't."""
+def read_source_bytes(path: str) -> bytes:
+    """The bytes of the source file ``path``, through the one reader (regular files only).
+
+    Every command reads the user's source through here; raises :class:`SourceError`
+    with the reason when it can't (a FIFO, a device, a file over
+    :data:`MAX_SOURCE_BYTES`, a missing or unreadable file).
+    """
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        return read_regular(path, MAX_SOURCE_BYTES)
+    except Refused as exc:
+        raise SourceError(path, exc.reason) from None
     except IsADirectoryError:
         raise SourceError(path, "is a directory") from None
     except FileNotFoundError:
         raise SourceError(path, "no such file or directory") from None
     except OSError as exc:
         raise SourceError(path, f"cannot be read: {exc.strerror or exc}") from None
+
+
+def read_source(path: str) -> SourceFile:
+    """Read and decode one file; raises :class:`SourceError` with the reason when it can't."""
+    data = read_source_bytes(path)
     return SourceFile(path=path, text=decode_source(data, path), module=module_name(path))

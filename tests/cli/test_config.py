@@ -198,7 +198,51 @@ def test_bad_configuration_is_one_line_naming_the_key_and_exit_2(tmp_path: Path,
 def test_bad_code_on_the_command_line_is_a_usage_error(tmp_path: Path) -> None:
     result = check("--select", "E501", cwd=tmp_path)
     assert result.returncode == 2
-    assert "argument --select: rule selector: 'E501' is not a rule code or prefix" in result.stderr
+    assert result.stderr == "error: --select: 'E501' is not a rule code or prefix (AGL001, AGL0, AGL or ALL)\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--select", "AGL999"), "error: --select: 'AGL999' selects no rule (no rule code starts with it)\n"),
+        (("--select", "AGL034"), "error: --select: 'AGL034' selects no rule (no rule code starts with it)\n"),
+        (("--ignore", "AGL9"), "error: --ignore: 'AGL9' selects no rule (no rule code starts with it)\n"),
+        (("--extend-select", "AGL0,AGL2000"), "error: --extend-select: 'AGL2000' is not a rule code or prefix (AGL001, AGL0, AGL or ALL)\n"),
+    ],
+)
+def test_a_code_that_selects_no_rule_is_a_usage_error(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    (tmp_path / "mul.py").write_text("x = 1\n")
+    result = check(*args, "mul.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", message)
+
+
+def test_a_configured_code_that_selects_no_rule_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.autograd-lint]\nignore = ["AGL999"]\n')
+    (tmp_path / "mul.py").write_text("x = 1\n")
+    result = check("mul.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "error: pyproject.toml: [tool.autograd-lint] ignore: 'AGL999' selects no rule (no rule code starts with it)\n"
+    )
+
+
+def test_every_selector_of_a_rule_and_all_are_accepted(tmp_path: Path) -> None:
+    from autograd_lint.config import rule_codes, selectors
+    from autograd_lint.rules import all_rules
+
+    assert rule_codes() == {rule.code for rule in all_rules()}
+    assert selectors(["ALL", "agl", "AGL1", "AGL15", "AGL155"], "x") == ("ALL", "AGL", "AGL1", "AGL15", "AGL155")
+
+
+def test_a_pyproject_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(b'[tool.autograd-lint]\nselect = ["AGL"]\n# caf\xe9\n')
+    (tmp_path / "mul.py").write_text("x = 1\n")
+    result = check("mul.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "error: pyproject.toml: not UTF-8 (byte 0xe9 at offset 43)\n"
+    linted = flake8("--select", "AGL", "mul.py", cwd=tmp_path)
+    assert linted.returncode == 1 and "Traceback" not in linted.stdout + linted.stderr
+    assert "pyproject.toml: not UTF-8 (byte 0xe9 at offset 43)" in linted.stdout  # flake8 prints it there
 
 
 def flake8(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

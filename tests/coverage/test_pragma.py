@@ -181,7 +181,7 @@ def test_a_report_of_the_old_format_is_refused(project: Path, capsys: pytest.Cap
 
 def test_unreadable_report_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pragma", "--only-unexercised", str(project / "missing.json"), str(project)]) == 2
-    assert "cannot read the report" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: {project / 'missing.json'}: cannot be read (No such file or directory)\n"
 
 
 def test_coverage_excludes_the_marked_methods(project: Path) -> None:

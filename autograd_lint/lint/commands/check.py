@@ -45,7 +45,16 @@ from autograd_lint.lint.engine import check_analysis, check_source, module_needs
 from autograd_lint.files import write_atomically
 from autograd_lint.model.discovery import force_excluded, iter_targets
 from autograd_lint.model.discovery import run as run_files
-from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name, split_lines
+from autograd_lint.model.source import (
+    SourceError,
+    SourceFile,
+    decode_source,
+    encode_source,
+    module_name,
+    source_encoding,
+    split_lines,
+    with_line_ends_of,
+)
 from autograd_lint.lint.output import (
     FORMATS,
     TEXT_FORMATS,
@@ -63,10 +72,8 @@ STDIN = "-"
 
 
 def _codes(value: str) -> tuple[str, ...]:
-    try:
-        return selectors([code.strip() for code in value.split(",") if code.strip()], "rule selector")
-    except ConfigError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    # Checked by settings_from_args, so that a bad code is one line (argparse adds its usage).
+    return tuple(code.strip() for code in value.split(",") if code.strip())
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -192,12 +199,15 @@ def usage_problem(args: argparse.Namespace) -> str | None:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The configured settings with the command line's on top; raises :class:`ConfigError`."""
+    select = selectors(args.select, "--select") if args.select else None
+    extend_select = selectors(args.extend_select, "--extend-select")
+    ignore = selectors(args.ignore, "--ignore")
     configured = project_settings(_paths(args), args.config, args.isolated)
     return replace(
         configured,
-        select=args.select or configured.select,
-        extend_select=configured.extend_select + args.extend_select,
-        ignore=configured.ignore + args.ignore,
+        select=select or configured.select,
+        extend_select=configured.extend_select + extend_select,
+        ignore=configured.ignore + ignore,
         extend_exclude=configured.extend_exclude + tuple(args.exclude),
         jobs=args.jobs,
     )
@@ -326,22 +336,39 @@ def _check_stdin(
         if args.fix:
             sys.stdout.buffer.write(sys.stdin.buffer.read())
         return EXIT_CLEAN
+    data = sys.stdin.buffer.read()
     try:
-        source = SourceFile(path, decode_source(sys.stdin.buffer.read(), path), module_name(path))
+        # The text --fix writes back must be the buffer's own: refuse what decoding would change.
+        text = decode_source(data, path, for_rewrite=args.fix)
+        source = SourceFile(path, text, module_name(path))
         checked = check_source(source, settings)
-    except SourceError as error:
+        if args.fix or args.diff:
+            from autograd_lint.lint.fix import fix_source
+
+            fixed = fix_source(source, {}, settings, args.unsafe_fixes)
+            # The buffer's own encoding (cookie, BOM) and line ends, byte for byte.
+            output = encode_source(with_line_ends_of(text, fixed.text, path), source_encoding(data))
+    except (SourceError, UnicodeEncodeError) as error:
+        if isinstance(error, UnicodeEncodeError):
+            error = SourceError(path, f"the fixed text cannot be written in the buffer's encoding ({error.reason})")
+        if args.fix:
+            sys.stdout.buffer.write(data)  # an editor replaces the buffer by stdout: give it back unchanged
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
     if args.fix or args.diff:
-        from autograd_lint.lint.fix import FixRun, fix_source, fix_summary, show_fixes, unified_diff
+        from autograd_lint.lint.fix import FixRun, fix_summary, show_fixes, unified_diff
 
-        fixed = fix_source(source, {}, settings, args.unsafe_fixes)
         fixes = FixRun(fixed.remaining, fixed.errors, [fixed])
         for error in fixed.errors:
             print(f"error: {error}", file=sys.stderr)
         # As ruff does: the fixed source goes to stdout (the diff with --diff), the rest to stderr.
-        # The fixed source is what an editor reads back: stdout, always.
-        (report if args.diff else sys.stdout).write(unified_diff(fixed) if args.diff else fixed.text)
+        # The fixed source is what an editor reads back: stdout, always, in the buffer's own bytes.
+        if args.diff:
+            report.write(unified_diff(fixed))
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(output)
+            sys.stdout.buffer.flush()
         if not args.diff:
             remaining = CheckOutcome(fixed.remaining, fixed.errors, 1, len(checked.functions), quiet=bool(args.quiet))
             sys.stderr.write(FORMATS["text"](remaining))
