@@ -20,7 +20,7 @@ TORCH_DIRECTORIES = ("coverage", "gentests")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    torch_directories = [TESTS / name for name in TORCH_DIRECTORIES]
     for item in items:
-        parts = item.path.relative_to(TESTS).parts
-        if parts[0] in TORCH_DIRECTORIES:
+        if any(directory in item.path.parents for directory in torch_directories):
             item.add_marker(pytest.mark.requires_torch)
