@@ -7,6 +7,12 @@ a ``pyproject.toml`` without the table is passed over.  Unlike ruff, one run
 uses one configuration for all its files, because a Function's base class may
 live in another file and both must be analysed with the same settings.
 
+A table may name another configuration file with ``extend = "../pyproject.toml"``
+(ruff's key), resolved from the directory of the file that names it: the base
+is read first (and its own base before it), and each key of the extending file
+replaces the base's value, except ``extend-select`` and ``extend-exclude``,
+which add to it.  A chain that comes back to a file it already read is refused.
+
 Every problem with a configuration is a :class:`ConfigError` whose text is the
 one line a front end prints: the file, the key, and what is wrong with it.
 """
@@ -139,17 +145,58 @@ def read_table(path: Path) -> dict[str, Any] | None:
     return table
 
 
-def settings_from_table(table: dict[str, Any], path: Path) -> Settings:
-    """The default settings with the keys of ``table`` (read from ``path``) applied."""
+# The key naming the configuration file a table builds on; not a setting itself.
+EXTEND = "extend"
+# Keys whose value adds to the base's instead of replacing it, as in ruff.
+_ADDED_TO_BASE = frozenset({"extend-select", "extend-exclude"})
+
+
+def settings_from_table(table: dict[str, Any], path: Path, base: Settings | None = None) -> Settings:
+    """``base`` (the defaults) with the keys of ``table`` (read from ``path``) applied."""
+    base = base or Settings()
     changes = {}
     for key, value in table.items():
+        if key == EXTEND:
+            continue  # followed by load_settings
         if key not in KEYS:
-            close = difflib.get_close_matches(key, KEYS, n=1)
+            close = difflib.get_close_matches(key, [*KEYS, EXTEND], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"{_display(path)}: [{TABLE}] unknown key {key!r}{hint}")
         field, parse = KEYS[key]
         changes[field] = parse(value, f"{_display(path)}: [{TABLE}] {key}")
-    return replace(Settings(), **changes)
+        if key in _ADDED_TO_BASE:
+            changes[field] = getattr(base, field) + changes[field]
+    return replace(base, **changes)
+
+
+def extended_chain(path: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The tables of ``path`` and of the files it extends, the base of them all first.
+
+    Raises :class:`ConfigError` for a file without the table, a missing file or a cycle.
+    """
+    chain: list[tuple[Path, dict[str, Any]]] = []
+    seen: list[Path] = []
+    current = path
+    while True:
+        resolved = current.resolve()
+        if resolved in seen:
+            cycle = " -> ".join(_display(file) for file in [*seen[seen.index(resolved):], resolved])
+            raise ConfigError(f"{_display(chain[-1][0])}: [{TABLE}] {EXTEND}: cycle {cycle}")
+        seen.append(resolved)
+        table = read_table(current)
+        if table is None:
+            raise ConfigError(f"{_display(current)}: has no [{TABLE}] table")
+        chain.append((current, table))
+        base = table.get(EXTEND)
+        if base is None:
+            return chain[::-1]
+        where = f"{_display(current)}: [{TABLE}] {EXTEND}"
+        if not isinstance(base, str) or not base:
+            raise ConfigError(f"{where}: expected the path of a configuration file, got {base!r}")
+        # Relative to the file that names it, wherever the run started (ruff's rule).
+        current = current.parent / os.path.expanduser(base)
+        if not current.is_file():
+            raise ConfigError(f"{where}: {base!r}: no such file")
 
 
 def find_config(paths: Sequence[str | os.PathLike[str]]) -> Path | None:
@@ -168,12 +215,33 @@ def find_config(paths: Sequence[str | os.PathLike[str]]) -> Path | None:
     return None
 
 
+def extended_files(path: Path) -> list[Path]:
+    """``path`` and the files its ``extend`` chain names, as far as the chain can be followed.
+
+    What a watcher looks at: a file that is missing, or that cannot be read, ends
+    the list (it is in it, so that its repair is seen); a cycle ends it too.
+    """
+    files: list[Path] = []
+    current = path
+    while current.resolve() not in {file.resolve() for file in files}:
+        files.append(current)
+        try:
+            table = read_table(current) if current.is_file() else None
+        except ConfigError:
+            break
+        base = table.get(EXTEND) if table else None
+        if not isinstance(base, str) or not base:
+            break
+        current = current.parent / os.path.expanduser(base)
+    return files
+
+
 def load_settings(path: Path) -> Settings:
-    """The settings that the configuration file ``path`` asks for; it must have the table."""
-    table = read_table(path)
-    if table is None:
-        raise ConfigError(f"{_display(path)}: has no [{TABLE}] table")
-    return settings_from_table(table, path)
+    """The settings that the configuration file ``path`` asks for, with the files it extends; it must have the table."""
+    settings = Settings()
+    for file, table in extended_chain(path):
+        settings = settings_from_table(table, file, settings)
+    return settings
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:

@@ -296,12 +296,16 @@ def activate(recorder: Recorder | None) -> None:
     _active = recorder
 
 
-def start_at_first_compile(recorder: Recorder, failed: Callable[[str], None]) -> None:
+def start_at_first_compile(
+    recorder: Recorder, failed: Callable[[str], None], self_test: Callable[[], str | None]
+) -> None:
     """Install, self-test and activate ``recorder`` when ``torch.compile`` is first called.
 
     ``torch.compile`` only wraps its target, so nothing is being compiled
-    there and the self-test can compile.  ``failed(why)`` is called instead
-    of activating when torch internals changed or the self-test fails.
+    there and the self-test can compile.  ``self_test()`` returns None when the
+    recorder works, else what went wrong (:func:`.compile_self_test.run`, handed
+    in: it uses this module, which does not use it back).  ``failed(why)`` is
+    called instead of activating when torch internals changed or the self-test fails.
     """
     import torch
 
@@ -315,9 +319,7 @@ def start_at_first_compile(recorder: Recorder, failed: Callable[[str], None]) ->
         except (ImportError, AttributeError) as error:
             failed(f"torch internals changed ({error})")
         else:
-            from autograd_lint.coverage import compile_self_test
-
-            failure = compile_self_test.run()
+            failure = self_test()
             if failure is None:
                 activate(recorder)
             else:

@@ -24,11 +24,12 @@ import inspect
 from types import CodeType, ModuleType
 from typing import Callable, Iterator
 
-from autograd_lint.coverage import bridge
+from autograd_lint.coverage.after_import import call_after_import
 
 # The modules whose code runs in the user's frames: wrappers, counters,
 # listeners and the compile recorder's hooks.
 RUNTIME_MODULES = (
+    "autograd_lint.coverage.after_import",
     "autograd_lint.coverage.bridge",
     "autograd_lint.coverage.report",
     "autograd_lint.coverage.compile_recorder",
@@ -74,4 +75,4 @@ def _mark() -> None:
 
 def skip_when_dynamo_imported() -> None:
     """Mark the plugin's code as skipped for Dynamo now if Dynamo is imported, else once it is."""
-    bridge.call_after_import("torch._dynamo", _mark)
+    call_after_import("torch._dynamo", _mark)

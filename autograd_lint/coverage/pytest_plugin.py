@@ -168,7 +168,7 @@ class AutogradCov:
         """
         import torch
 
-        from autograd_lint.coverage import compile_recorder
+        from autograd_lint.coverage import compile_recorder, compile_self_test
 
         forced = os.environ.get(compile_recorder.ENV_SWITCH) == "force"
         if not forced and not compile_recorder.version_supported(torch.__version__):
@@ -178,7 +178,7 @@ class AutogradCov:
             return None
         recorder = compile_recorder.Recorder()
         recorder.listeners.append(self.tally.on_compiled)
-        compile_recorder.start_at_first_compile(recorder, self._recorder_failed)
+        compile_recorder.start_at_first_compile(recorder, self._recorder_failed, compile_self_test.run)
         return recorder
 
     def _recorder_failed(self, why: str) -> None:

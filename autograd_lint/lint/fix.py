@@ -20,6 +20,7 @@ change a file, else 0 (2 on errors); nothing is written.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -31,7 +32,7 @@ from autograd_lint.model.analysis import FileAnalysis, analyze, python_rejects
 from autograd_lint.model.discovery import Run
 from autograd_lint.model.cst_parse import parse_module
 from autograd_lint.model.guard import describe, run_guarded
-from autograd_lint.lint.engine import check_analysis, module_needs, selected_rules
+from autograd_lint.lint.engine import check_analysis, every_finding, module_needs, selected_rules
 from autograd_lint.files import write_atomically
 from autograd_lint.rules import rule_by_code
 from autograd_lint.rules.base import Diagnostic, FixSafety, Rule
@@ -129,7 +130,7 @@ def fix_source(
             if not mine or rule.code in failed:
                 continue
             try:
-                text = _apply(rule, analysis, module, mine)
+                text = _apply(rule, analysis, module, mine, settings)
             except Exception as error:  # a bug in one fix must not stop the others, nor the file's check
                 failed.add(rule.code)
                 result.errors.append(SourceError(source.path, describe(error, f"fixing {rule.code}")))
@@ -156,7 +157,9 @@ def fix_source(
     return result
 
 
-def _apply(rule: Rule, analysis: FileAnalysis, module: cst.Module, diagnostics: Sequence[Diagnostic]) -> str:
+def _apply(
+    rule: Rule, analysis: FileAnalysis, module: cst.Module, diagnostics: Sequence[Diagnostic], settings: Settings
+) -> str:
     """The text of ``analysis``'s file, parsed as ``module``, after ``rule``'s fixer and the imports it asks for."""
     # libcst.codemod takes about a second to import; only --fix pays for it.
     from libcst.codemod import CodemodContext
@@ -164,6 +167,8 @@ def _apply(rule: Rule, analysis: FileAnalysis, module: cst.Module, diagnostics: 
 
     assert rule.fixer is not None
     fixer = rule.fixer(analysis, diagnostics)
+    if rule.reads_findings:
+        fixer.findings = functools.partial(every_finding, analysis, settings, but=rule.code)
     # No copy: a parsed module shares no node between two places, and visiting leaves it unchanged.
     module = MetadataWrapper(module, unsafe_skip_copy=True).visit(fixer)
     context = CodemodContext(filename=analysis.source.path, full_module_name=analysis.source.module)
@@ -233,7 +238,7 @@ def fix_diagnostic(source: SourceFile, settings: Settings, diagnostic: Diagnosti
     if isinstance(module, str):
         return None
     analysis = analyze(source, {}, settings, module_needs(settings))
-    text = _apply(rule(), analysis, module, [diagnostic])
+    text = _apply(rule(), analysis, module, [diagnostic], settings)
     if text == source.text or verify(text, source.path) is not None:
         return None
     return text

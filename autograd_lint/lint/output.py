@@ -1,13 +1,19 @@
-"""Rendering a check's findings for people and machines: ``text``, ``json``, ``sarif`` and ``github``.
+"""Rendering a check's findings for people and machines.
 
-Every format receives the same :class:`CheckOutcome`, so that switching formats
-never changes what is reported.
+``text`` (also named ``concise``, as in ruff) and ``full`` for people; ``json``,
+``json-lines``, ``sarif``, ``github``, ``gitlab`` and ``junit`` for tools.  Every
+format receives the same :class:`CheckOutcome`, so that switching formats never
+changes what is reported.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
+import re
+import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,26 +21,46 @@ from typing import Callable, Collection, Sequence
 from urllib.parse import quote
 
 from autograd_lint import __version__
+from autograd_lint.lint.baseline import fingerprint, relative_key
 from autograd_lint.lint.docs import rule_page
 from autograd_lint.rules import all_rules, rule_by_code
 from autograd_lint.rules.base import Diagnostic, Rule, Severity
-from autograd_lint.model.source import SourceError
+from autograd_lint.model.source import SourceError, read_source, split_lines
+
+
+# Cached: a format asks for a file's lines once per finding in it.  A long-lived
+# process (``--watch``) clears the cache before each run.
+@functools.lru_cache(maxsize=None)
+def file_lines(path: str) -> tuple[str, ...]:
+    """The lines of the file at ``path`` without their line breaks; none when it cannot be read."""
+    try:
+        return tuple(line.rstrip("\r\n") for line in split_lines(read_source(path).text))
+    except SourceError:
+        return ()
 
 
 @dataclass(frozen=True)
 class CheckOutcome:
-    """What one ``check`` run found."""
+    """What one ``check`` run found, and how much of it to say."""
 
     diagnostics: Sequence[Diagnostic]
     errors: Sequence[SourceError]
     files_checked: int
     functions_found: int
+    # The lines of a checked file, by the path its findings name (``full`` shows
+    # them; ``gitlab`` fingerprints a finding by its line, not its line number).
+    lines_of: Callable[[str], Sequence[str]] = file_lines
+    # ``-q``: the formats for people leave out their closing summary.
+    quiet: bool = False
 
 
-def render_text(outcome: CheckOutcome) -> str:
-    lines = [f"{d.path}:{d.line}:{d.column + 1}: {d.code} {d.message}" for d in outcome.diagnostics]
+def _summary(outcome: CheckOutcome) -> list[str]:
+    """The closing lines of the formats for people: what was found, and what could not be checked."""
+    if outcome.quiet:
+        return []
     count = len(outcome.diagnostics)
     scope = f"{outcome.files_checked} files, {outcome.functions_found} autograd.Functions"
+    lines = []
     if count:
         files = len({d.path for d in outcome.diagnostics})
         lines.append(f"Found {count} problem{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''} ({scope}).")
@@ -42,7 +68,40 @@ def render_text(outcome: CheckOutcome) -> str:
         lines.append(f"All checks passed ({scope}).")
     if outcome.errors:
         lines.append(f"{len(outcome.errors)} file{'s' if len(outcome.errors) != 1 else ''} could not be checked (see above).")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _header(diagnostic: Diagnostic) -> str:
+    return f"{diagnostic.path}:{diagnostic.line}:{diagnostic.column + 1}: {diagnostic.code} {diagnostic.message}"
+
+
+def _joined(lines: Sequence[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def render_text(outcome: CheckOutcome) -> str:
+    """One line per finding (``path:line:column: CODE message``), then the summary."""
+    return _joined([_header(d) for d in outcome.diagnostics] + _summary(outcome))
+
+
+def _excerpt(diagnostic: Diagnostic, lines: Sequence[str]) -> list[str]:
+    """ruff's ``full`` layout under a finding: its line with the line number, a caret at its column."""
+    if not 0 < diagnostic.line <= len(lines):
+        return []
+    line = lines[diagnostic.line - 1]
+    number = str(diagnostic.line)
+    gutter = " " * len(number)
+    # Tabs before the column stay tabs, so that the caret lines up however they are shown.
+    indent = "".join(c if c == "\t" else " " for c in line[: diagnostic.column])
+    return [f"{gutter} |", f"{number} | {line}".rstrip(), f"{gutter} | {indent}^ {diagnostic.code}", f"{gutter} |"]
+
+
+def render_full(outcome: CheckOutcome) -> str:
+    """ruff's ``full`` format: each finding's line, then its source line with a caret under the column."""
+    blocks = []
+    for diagnostic in outcome.diagnostics:
+        blocks += [_header(diagnostic), *_excerpt(diagnostic, outcome.lines_of(diagnostic.path)), ""]
+    return _joined(blocks + _summary(outcome))
 
 
 def _diagnostic_json(diagnostic: Diagnostic) -> dict[str, object]:
@@ -56,6 +115,11 @@ def _diagnostic_json(diagnostic: Diagnostic) -> dict[str, object]:
         "severity": diagnostic.severity.value,
         "title": rule.title if rule else None,
     }
+
+
+def render_json_lines(outcome: CheckOutcome) -> str:
+    """One JSON object per finding and line, with the keys of ``json``'s ``diagnostics``."""
+    return _joined([json.dumps(_diagnostic_json(d)) for d in outcome.diagnostics])
 
 
 def render_json(outcome: CheckOutcome) -> str:
@@ -186,12 +250,116 @@ def render_github(outcome: CheckOutcome) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+# GitLab's code quality severities are info, minor, major, critical and blocker.
+_GITLAB_SEVERITY = {Severity.ERROR: "critical", Severity.WARNING: "major", Severity.INFO: "info"}
+# What a file that could not be checked is reported as, as the flake8 plugin reports it.
+_NOT_CHECKED = "AGL000"
+
+
+def _project_root() -> Path:
+    """What GitLab's paths are relative to: the checkout (``CI_PROJECT_DIR`` in a GitLab job), else here."""
+    return Path(os.path.abspath(os.environ.get("CI_PROJECT_DIR") or os.getcwd()))
+
+
+def _gitlab_issue(check: str, description: str, severity: str, path: str, line: int, identity: tuple[object, ...]) -> dict[str, object]:
+    return {
+        "description": description,
+        "check_name": check,
+        "fingerprint": hashlib.sha256(json.dumps(identity).encode()).hexdigest(),
+        "severity": severity,
+        "location": {"path": path, "lines": {"begin": line}},
+    }
+
+
+def render_gitlab(outcome: CheckOutcome) -> str:
+    """A GitLab code quality report: a JSON array of issues, with paths relative to the project.
+
+    A finding's fingerprint is the baseline's key (file, rule, scope, line text)
+    and its rank among identical keys, not its line number: GitLab compares
+    fingerprints between a merge request and its target to tell new findings
+    from old ones, and code added above a finding must not make it new.
+    """
+    root = _project_root()
+    seen: Counter[object] = Counter()
+    issues = []
+    for d in outcome.diagnostics:
+        key = fingerprint(d, outcome.lines_of(d.path), root)
+        seen[key] += 1
+        issues.append(
+            _gitlab_issue(
+                d.code, f"{d.code}: {d.message}", _GITLAB_SEVERITY[d.severity], key.path, d.line,
+                (key.path, key.code, key.scope, key.snippet, seen[key]),
+            )
+        )
+    for error in outcome.errors:
+        path = relative_key(error.path, root)
+        description = f"{_NOT_CHECKED}: file not checked by autograd-lint: {error.problem}"
+        issues.append(_gitlab_issue(_NOT_CHECKED, description, "critical", path, error.line or 1, (path, error.problem)))
+    return json.dumps(issues, indent=2) + "\n"
+
+
+# Characters XML 1.0 cannot hold, even escaped.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def render_junit(outcome: CheckOutcome) -> str:
+    """JUnit XML, as ruff writes it: a test suite per file, a failed test case per finding.
+
+    A file that could not be checked is a test case with an ``error``; a clean run
+    is one passing test case, so that a CI system shows that the check ran.
+    """
+    by_path: dict[str, list[Diagnostic]] = {}
+    for d in outcome.diagnostics:
+        by_path.setdefault(d.path, []).append(d)
+    failures, errors = len(outcome.diagnostics), len(outcome.errors)
+    tests = max(failures + errors, 1)
+    suites = ElementTree.Element(
+        "testsuites", name="autograd-lint", tests=str(tests), failures=str(failures), errors=str(errors)
+    )
+
+    def suite(name: str, cases: int, failed: int, broken: int) -> ElementTree.Element:
+        attributes = {"tests": str(cases), "failures": str(failed), "errors": str(broken), "skipped": "0"}
+        return ElementTree.SubElement(suites, "testsuite", name=_xml(name), **attributes)
+
+    for path, found in by_path.items():
+        group = suite(path, len(found), len(found), 0)
+        for d in found:
+            where = f"line {d.line}, col {d.column + 1}"
+            case = ElementTree.SubElement(
+                group, "testcase", name=_xml(f"{d.code} at {where}"), classname=_xml(os.path.splitext(path)[0]),
+                file=_xml(path), line=str(d.line),
+            )
+            failure = ElementTree.SubElement(case, "failure", message=_xml(d.message), type=d.code)
+            failure.text = _xml(f"{path}:{d.line}:{d.column + 1}: {d.code} {d.message}")
+    for error in outcome.errors:
+        group = suite(error.path, 1, 0, 1)
+        case = ElementTree.SubElement(group, "testcase", name=_NOT_CHECKED, classname=_xml(os.path.splitext(error.path)[0]), file=_xml(error.path))
+        ElementTree.SubElement(case, "error", message=_xml(f"file not checked by autograd-lint: {error.problem}"), type=_NOT_CHECKED)
+    if not failures and not errors:
+        group = suite("autograd-lint", 1, 0, 0)
+        ElementTree.SubElement(group, "testcase", name="No problems found", classname="autograd-lint")
+    ElementTree.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
+
+
 FORMATS: dict[str, Callable[[CheckOutcome], str]] = {
     "text": render_text,
+    # ruff's name for the same layout.
+    "concise": render_text,
+    "full": render_full,
     "json": render_json,
+    "json-lines": render_json_lines,
     "sarif": render_sarif,
     "github": render_github,
+    "gitlab": render_gitlab,
+    "junit": render_junit,
 }
+# The formats for people: after --fix, the summary of what was fixed goes to stdout with them.
+TEXT_FORMATS = frozenset({"text", "concise", "full"})
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,11 @@ import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping
 
 import libcst as cst
+from libcst.metadata import Scope
 
 from autograd_lint.model.custom_ops import (
     CustomOpModule,
@@ -49,6 +51,8 @@ from autograd_lint.model.locate import (
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceError, SourceFile, split_lines
 from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec
+from autograd_lint.model import usage
+from autograd_lint.model.usage import ApplyIndex, FunctionUse
 
 # Calls that the module-level rules look at: instantiation and direct method calls.
 _USE_TEMPLATE = r"\b(?:{names})\s*(?:\(|\.\s*(?:{methods})\s*\()"
@@ -92,9 +96,27 @@ class FileAnalysis:
     open_refs: set[str] = field(default_factory=set)
     # The custom ops the file defines and registers on; None for a file that has none.
     custom_ops: CustomOpModule | None = None
-    # What model.usage derives from the whole module (its scopes, the apply index, the
-    # uses of the Functions): built on the first rule's request, shared by the others.
-    usage_cache: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
+
+    # What model.usage derives from the whole module, built on the first rule's request
+    # and shared by the others.
+    @cached_property
+    def scopes(self) -> Mapping[cst.CSTNode, Scope | None]:
+        """libcst's scopes of :attr:`whole_module` (which must have been parsed)."""
+        assert self.whole_module is not None
+        return usage.scopes_of(self.whole_module)
+
+    @cached_property
+    def function_uses(self) -> list[FunctionUse]:
+        """Every call on a Function class of this module (:func:`usage.function_uses`)."""
+        return usage.function_uses(self)
+
+    @cached_property
+    def apply_index(self) -> ApplyIndex | None:
+        """The module's ``Fn.apply`` calls and aliases (:class:`usage.ApplyIndex`); None when
+        the module was not parsed whole or defines no Function, so has none to look at."""
+        if self.whole_module is None or not self.functions:
+            return None
+        return usage.ApplyIndex(self)
 
 
 def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None = None) -> bool:
@@ -327,18 +349,24 @@ def _def_uses(text: str, name: str, pattern: re.Pattern[str]) -> bool:
     return False
 
 
-def _duplicate_name_argument(text: str, start: int) -> bool:
-    """Whether two arguments of the call whose ``(`` ends at ``start`` are the same bare name.
+@dataclass(frozen=True)
+class _Arguments:
+    """The arguments of a call as a cheap scan of its text finds them (see :func:`_scan_arguments`)."""
 
-    A cheap scan, not a parse, like :func:`_container_argument`: brackets and
-    strings are skipped by depth; an argument list longer than the scan limit
-    counts as True (a whole-module parse).
-    """
+    texts: tuple[str, ...]  # each argument's text, split at top-level commas (the last one as far as read)
+    closed: bool  # the call's closing bracket was found
+    cut: bool  # the scan stopped at :data:`_ARGUMENTS_SCAN_LIMIT` first
+
+
+def _scan_arguments(text: str, start: int) -> _Arguments:
+    """The arguments of the call whose ``(`` ends at ``start``: one scan of the characters,
+    not a parse.  Brackets are followed by depth and string quotes skipped (comments are
+    not told apart); whatever closes the depth the call opened ends it."""
     depth = 1
     quote = ""
     index = start
     argument_start = start
-    names: set[str] = set()
+    texts: list[str] = []
     end = min(len(text), start + _ARGUMENTS_SCAN_LIMIT)
     while index < end:
         char = text[index]
@@ -351,60 +379,41 @@ def _duplicate_name_argument(text: str, start: int) -> bool:
             quote = char
         elif char in "([{":
             depth += 1
-        elif char in ")]}" or (char == "," and depth == 1):
-            if char != ",":
-                depth -= 1
-            if depth <= 1 and (char == "," or depth == 0):
-                name = text[argument_start:index].strip()
-                if name.isidentifier() and not keyword.iskeyword(name):
-                    if name in names:
-                        return True
-                    names.add(name)
-                argument_start = index + 1
+        elif char in ")]}":
+            depth -= 1
             if depth == 0:
-                return False
+                texts.append(text[argument_start:index])
+                return _Arguments(tuple(texts), closed=True, cut=False)
+        elif char == "," and depth == 1:
+            texts.append(text[argument_start:index])
+            argument_start = index + 1
         index += 1
-    return True
+    texts.append(text[argument_start:index])
+    return _Arguments(tuple(texts), closed=False, cut=end < len(text))
+
+
+def _duplicate_name_argument(text: str, start: int) -> bool:
+    """Whether two arguments of the call whose ``(`` ends at ``start`` are the same bare name.
+
+    An argument list the scan does not see end counts as True (a whole-module parse).
+    """
+    arguments = _scan_arguments(text, start)
+    if not arguments.closed:
+        return True
+    names = [t.strip() for t in arguments.texts]
+    names = [n for n in names if n.isidentifier() and not keyword.iskeyword(n)]
+    return len(set(names)) < len(names)
 
 
 def _container_argument(text: str, start: int) -> bool:
     """Whether an argument of the call whose ``(`` ends at ``start`` opens with a bracket.
 
-    A cheap scan, not a parse: it errs towards True (a parenthesised expression
-    or a bracket in an odd string counts), which only costs a whole-module parse.
+    It errs towards True (a parenthesised expression or a bracket in an odd string counts,
+    and so does an argument list longer than the scan limit), which only costs a
+    whole-module parse.
     """
-    depth = 1
-    at_argument = True
-    quote = ""
-    index = start
-    end = min(len(text), start + _ARGUMENTS_SCAN_LIMIT)
-    while index < end:
-        char = text[index]
-        if quote:
-            if char == "\\":
-                index += 1
-            elif char == quote:
-                quote = ""
-        elif char in "\"'":
-            quote = char
-            at_argument = False
-        elif char in "([{":
-            if depth == 1 and at_argument:
-                return True
-            depth += 1
-            at_argument = False
-        elif char in ")]}":
-            depth -= 1
-            if depth == 0:
-                return False
-        elif char == "," and depth == 1:
-            at_argument = True
-        elif char == "*" and depth == 1 and at_argument:
-            at_argument = False  # `*[a, b]` passes the elements one by one
-        elif not char.isspace():
-            at_argument = False
-        index += 1
-    return index >= end and end < len(text)
+    arguments = _scan_arguments(text, start)
+    return arguments.cut or any(t.lstrip()[:1] in ("(", "[", "{") for t in arguments.texts)
 
 
 def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedUnit] | None:

@@ -92,6 +92,24 @@ def iter_targets(paths: Sequence[str | os.PathLike[str]], settings: Settings) ->
             yield SourceError(path, "no such file or directory")
 
 
+def force_excluded(path: str | os.PathLike[str], settings: Settings, root: Path) -> bool:
+    """Whether ``path``, or a directory above it up to ``root``, matches an exclude glob.
+
+    ruff's ``--force-exclude``: a path named on the command line (as pre-commit
+    names every staged file) is checked even when excluded, unless this says so.
+    Directories above ``root`` (the project's) are not looked at: a checkout under
+    ``~/build/`` must not exclude itself.  A path outside ``root`` is judged by
+    the parts it was given with.
+    """
+    excluded = _Excludes(settings.exclude + settings.extend_exclude)
+    absolute = Path(os.path.abspath(path))
+    try:
+        given = absolute.relative_to(os.path.abspath(root))
+    except ValueError:
+        given = Path(path)
+    return any(excluded(str(part)) for part in (given, *given.parents) if part.name not in ("", ".", ".."))
+
+
 class _Excludes:
     """Whether a path's name, or the path itself, matches one of the exclude globs.
 

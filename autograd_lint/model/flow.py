@@ -1,25 +1,21 @@
-"""Syntactic control flow over method bodies: paths, fall-through and in-place writes.
+"""Syntactic control flow over method bodies: paths and fall-through.
 
 Everything here is intraprocedural and path-insensitive beyond ``if``/``else``:
-it tells how many times something can happen on one path through a body, whether
-a body can end without ``return``, and which names are written in place before
-they are rebound.  It also walks one scope of a body for the rules: its blocks,
-``return`` statements, bound names and names that escape to other code.  Nested
+it tells how many times something can happen on one path through a body, and
+whether a body can end without ``return``.  It also walks one scope of a body for
+the rules: its blocks and ``return`` statements.  What a name holds, where it goes
+and what is written in place are the semantic model's (:mod:`.semantic`).  Nested
 ``def``/``lambda``/``class`` bodies never count: they do not run where they are
 written.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import libcst as cst
 
 from autograd_lint.model import traverse
-from autograd_lint.model.exprs import dotted_name
-from autograd_lint.model.imports import ImportMap
-from autograd_lint.model.semantic import ALIAS_METHODS, is_inplace_name, target_names
 
 NEVER = -(10**9)  # the count on a path that does not exist
 Counter = Callable[[cst.CSTNode], int]
@@ -202,179 +198,6 @@ def can_fall_through(body: Sequence[cst.BaseStatement]) -> bool:
     if isinstance(last, cst.Match):
         return False  # undecided: stay silent
     return True
-
-
-@dataclass(frozen=True)
-class InplaceWrite:
-    """An in-place write to the tensor bound to ``name`` (through an alias, perhaps)."""
-
-    name: str
-    node: cst.CSTNode
-    how: str  # e.g. "mul_()", "[...] =", "+=", "out="
-
-
-def _alias_root(value: cst.BaseExpression, aliases: dict[str, str]) -> str | None:
-    """The tracked name ``value`` is a view of (``x.view(-1)`` -> ``x``)."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-        if value.func.attr.value not in ALIAS_METHODS:
-            return None
-        value = value.func.value
-    if isinstance(value, cst.Name) and value.value in aliases:
-        return aliases[value.value]
-    return None
-
-
-def inplace_writes(
-    body: Sequence[cst.BaseStatement],
-    tracked: set[str],
-    imports: ImportMap,
-    augmented_ok: Callable[[str], bool],
-) -> list[InplaceWrite]:
-    """In-place writes to ``tracked`` names (or their views) before each is rebound.
-
-    Statements are taken in text order, branches included: once a name is
-    rebound anywhere, later writes to it are not reported, which can only make
-    findings fewer.  ``augmented_ok(name)`` says whether ``name += ...`` is an
-    in-place write (true for tensors; for a Python number it rebinds).
-    """
-    aliases = {name: name for name in tracked}
-    found: list[InplaceWrite] = []
-
-    def target_root(node: cst.BaseExpression) -> str | None:
-        if isinstance(node, cst.Name):
-            return aliases.get(node.value)
-        return _alias_root(node, aliases)
-
-    class _Writes(ScopeVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if isinstance(func, cst.Attribute):
-                method = func.attr.value
-                qualified = imports.resolve(dotted_name(func) or "") if dotted_name(func) else None
-                if qualified and qualified.startswith("torch."):
-                    short = qualified.rsplit(".", 1)[-1]
-                    if is_inplace_name(short) and node.args:
-                        root = target_root(node.args[0].value)
-                        if root:
-                            found.append(InplaceWrite(root, node, f"{dotted_name(func)}()"))
-                elif is_inplace_name(method):
-                    root = target_root(func.value)
-                    if root:
-                        found.append(InplaceWrite(root, node, f"{method}()"))
-            for arg in node.args:
-                if arg.keyword is not None and arg.keyword.value == "out":
-                    root = target_root(arg.value)
-                    if root:
-                        found.append(InplaceWrite(root, node, "out="))
-
-    def visit_targets(statement: cst.CSTNode) -> None:
-        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
-            if isinstance(small, cst.Assign):
-                for target in small.targets:
-                    node = target.target
-                    if isinstance(node, cst.Subscript):
-                        root = target_root(node.value)
-                        if root:
-                            found.append(InplaceWrite(root, small, "[...] ="))
-            elif isinstance(small, cst.AugAssign):
-                node = small.target
-                if isinstance(node, cst.Subscript):
-                    root = target_root(node.value)
-                    if root:
-                        found.append(InplaceWrite(root, small, "[...] op="))
-                elif isinstance(node, cst.Name) and node.value in aliases and augmented_ok(node.value):
-                    found.append(InplaceWrite(aliases[node.value], small, small.operator.__class__.__name__))
-
-    def rebind(statement: cst.CSTNode) -> None:
-        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
-            if isinstance(small, (cst.Assign, cst.AnnAssign)):
-                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-                for target in targets:
-                    for name in target_names(target):
-                        root = _alias_root(small.value, aliases) if isinstance(target, cst.Name) and small.value else None
-                        if root is not None:
-                            aliases[name] = root
-                        else:
-                            aliases.pop(name, None)
-
-    def walk(statements: Sequence[cst.BaseStatement]) -> None:
-        for statement in statements:
-            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-                continue
-            if isinstance(statement, cst.SimpleStatementLine):
-                traverse.visit(statement, _Writes())
-                visit_targets(statement)
-                rebind(statement)
-                continue
-            # Compound statement: its header expressions, then its bodies in order.
-            for header in _headers(statement):
-                traverse.visit(header, _Writes())
-            if isinstance(statement, cst.For):
-                for name in target_names(statement.target):
-                    aliases.pop(name, None)
-            if isinstance(statement, cst.With):
-                for item in statement.items:
-                    if item.asname is not None:
-                        for name in target_names(item.asname.name):
-                            aliases.pop(name, None)
-            for child in child_bodies(statement):
-                walk(child)
-
-    walk(body)
-    return found
-
-
-def escapes(function: cst.FunctionDef, name: str, *, in_nested_scopes: bool = False) -> bool:
-    """Whether ``function``'s body uses ``name`` other than as ``name.<attr>``: passes it
-    to a call, stores it, returns it..., so that code elsewhere may act on it.
-
-    A nested ``def``/``lambda`` parameter of that name is not a use.  With
-    ``in_nested_scopes``, every use inside a nested ``def``/``class``/``lambda`` counts
-    (``name.<attr>`` and parameters too): the nested code may run anywhere.
-    """
-    receivers: set[int] = set()  # ids of the `name` in `name.<attr>`
-    found = False
-
-    class _Uses(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.nested = 0
-
-        def _enter(self, node: cst.CSTNode) -> bool:
-            self.nested += 1
-            return True
-
-        def _leave(self, node: cst.CSTNode) -> None:
-            self.nested -= 1
-
-        visit_FunctionDef = visit_ClassDef = visit_Lambda = _enter  # type: ignore[assignment]
-        leave_FunctionDef = leave_ClassDef = leave_Lambda = _leave  # type: ignore[assignment]
-
-        def visit_Param(self, node: cst.Param) -> bool:
-            return in_nested_scopes
-
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            receivers.add(id(node.value))
-
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal found
-            nested = in_nested_scopes and self.nested > 0
-            if node.value == name and (nested or id(node) not in receivers):
-                found = True
-
-    visit_body(function, _Uses())
-    return found
-
-
-def _headers(statement: cst.CSTNode) -> list[cst.CSTNode]:
-    if isinstance(statement, cst.If):
-        return [statement.test]
-    if isinstance(statement, cst.While):
-        return [statement.test]
-    if isinstance(statement, cst.For):
-        return [statement.iter]
-    if isinstance(statement, cst.With):
-        return list(statement.items)
-    return []
 
 
 def child_bodies(statement: cst.CSTNode) -> Iterator[Sequence[cst.BaseStatement]]:

@@ -193,6 +193,26 @@ class InplaceWrite:
 
 
 @dataclass(frozen=True, eq=False)
+class Unpacking:
+    """``a, b = value``: an assignment whose ``target`` (a tuple or list) binds names by
+    unpacking ``value`` (not a matching tuple literal, whose elements are assigned one by one)."""
+
+    node: cst.Assign
+    target: cst.Tuple | cst.List
+    value: cst.BaseExpression
+
+    @property
+    def starred(self) -> bool:
+        """Whether a starred name (``a, *rest = value``) takes any number of elements."""
+        return any(isinstance(e, cst.StarredElement) for e in self.target.elements)
+
+    @property
+    def count(self) -> int:
+        """How many names (or nested targets) the target has."""
+        return len(self.target.elements)
+
+
+@dataclass(frozen=True, eq=False)
 class ReturnValue:
     """A ``return`` statement: its value and, when the value is a tuple literal without a
     starred element (or a name that only a tuple literal reaches), its elements."""
@@ -271,6 +291,27 @@ class MethodModel:
 
     def is_bound(self, name: str) -> bool:
         return name in self.bindings
+
+    def escapes(self, name: str, *, in_nested_scopes: bool = True) -> bool:
+        """Whether code out of sight may act on what ``name`` holds: the body uses the name
+        other than as ``name.<attribute>`` (passes it to a call, stores, returns or aliases
+        it), rebinds or deletes it, or a nested ``def``/``class``/``lambda`` uses it (that
+        code may run anywhere).  With ``in_nested_scopes`` false, ``name.<attribute>`` and a
+        parameter of that name inside a nested scope are not counted."""
+        if self.is_rebound(name):
+            return True
+        for use in self.nested_uses.get(name, ()):
+            if in_nested_scopes:
+                return True
+            parent = self.parent(use)
+            if not (isinstance(parent, cst.Attribute) and parent.value is use) and not isinstance(parent, cst.Param):
+                return True
+        for binding in self.bindings_of(name):
+            for use in self.uses(binding):
+                parent = self.parent(use)
+                if not (isinstance(parent, cst.Attribute) and parent.value is use):
+                    return True
+        return False
 
     # -- kinds ------------------------------------------------------------------
     def name_kind(self, use: cst.Name) -> Kind | None:
@@ -518,6 +559,30 @@ class MethodModel:
             for index, element in enumerate(target_node.elements):
                 if isinstance(element.value, cst.Name) and element.value.value == binding.name:
                     return site.value, index
+        return None
+
+    def unpackings(self) -> list[Unpacking]:
+        """Every ``a, b = value`` of the body (each tuple or list target of an assignment that
+        binds a name by unpacking), in the order the walk first reaches them; code after a
+        ``return`` or ``raise`` in the same block is not walked."""
+        found: dict[tuple[int, int], Unpacking] = {}
+        for binding in self.ordered:
+            site = binding.site
+            if binding.how is not How.UNPACKING or not isinstance(site, cst.Assign):
+                continue
+            for target in site.targets:
+                if isinstance(target.target, (cst.Tuple, cst.List)):
+                    found.setdefault((id(site), id(target)), Unpacking(site, target.target, site.value))
+        return list(found.values())
+
+    def unpacking_of(self, binding: Binding) -> Unpacking | None:
+        """The ``a, b = value`` that makes ``binding`` (its first tuple or list target), if any."""
+        site = binding.site
+        if binding.how is not How.UNPACKING or not isinstance(site, cst.Assign):
+            return None
+        for target in site.targets:
+            if isinstance(target.target, (cst.Tuple, cst.List)):
+                return Unpacking(site, target.target, site.value)
         return None
 
     def return_positions(self, ret: ReturnValue) -> tuple[tuple[cst.BaseExpression | None, ...], bool] | None:

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
 
 import libcst as cst
 from libcst.metadata import Assignment, MetadataWrapper, Scope, ScopeProvider
@@ -103,33 +103,16 @@ def is_test_path(path: str) -> bool:
     return any(part in _TEST_DIRS for part in pure.parts[:-1])
 
 
+def scopes_of(unit: "ParsedUnit") -> Mapping[cst.CSTNode, Scope | None]:
+    """libcst's scopes of a whole module (``unit``): the most expensive step of both
+    indexes, resolved once per analysis (:attr:`FileAnalysis.scopes`)."""
+    return MetadataWrapper(unit.module, unsafe_skip_copy=True).resolve(ScopeProvider)
+
+
 def function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
-    """Every call on a Function class of this module, in source order.
-
-    Empty unless the whole module was parsed (see :mod:`autograd_lint.model.analysis`).
-    Found once per analysis, whichever rules ask.
-    """
-    if "uses" not in analysis.usage_cache:
-        analysis.usage_cache["uses"] = _function_uses(analysis)
-    return cast(list[FunctionUse], analysis.usage_cache["uses"])
-
-
-def apply_index(analysis: "FileAnalysis") -> "ApplyIndex":
-    """The module's :class:`ApplyIndex`, built once per analysis, whichever rules ask."""
-    if "apply_index" not in analysis.usage_cache:
-        analysis.usage_cache["apply_index"] = ApplyIndex(analysis)
-    return cast(ApplyIndex, analysis.usage_cache["apply_index"])
-
-
-def _scopes(analysis: "FileAnalysis", unit: "ParsedUnit") -> Mapping[cst.CSTNode, Scope | None]:
-    """libcst's scopes of the whole module (``unit``), resolved once per analysis:
-    the most expensive step of both indexes."""
-    if "scopes" not in analysis.usage_cache:
-        analysis.usage_cache["scopes"] = MetadataWrapper(unit.module, unsafe_skip_copy=True).resolve(ScopeProvider)
-    return cast(Mapping[cst.CSTNode, "Scope | None"], analysis.usage_cache["scopes"])
-
-
-def _function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
+    """Every call on a Function class of this module, in source order; empty unless the
+    whole module was parsed (see :mod:`autograd_lint.model.analysis`).  Rules ask
+    :attr:`FileAnalysis.function_uses`, which finds them once per analysis."""
     unit = analysis.whole_module
     if unit is None or not analysis.functions:
         return []
@@ -140,7 +123,7 @@ def _function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
     }
     if not by_position:
         return []
-    scopes = _scopes(analysis, unit)
+    scopes = analysis.scopes
     visitor = _UseVisitor(unit, by_position, scopes)
     traverse.visit(unit.module, visitor)
     uses = [replace(use, class_methods=_class_methods(use.function, visitor.defined)) for use in visitor.uses]
@@ -354,7 +337,7 @@ class ApplyIndex:
         positions = {
             spec.position: spec for spec in analysis.functions if analysis.units.get(spec.qualname) is unit
         }
-        self.scopes = _scopes(analysis, unit)
+        self.scopes = analysis.scopes
         self.specs: dict[cst.ClassDef, FunctionSpec] = {}
         self.values: dict[cst.Name, cst.BaseExpression] = {}  # `name = value` targets
         self.calls: list[cst.Call] = []
@@ -400,6 +383,14 @@ class ApplyIndex:
             if isinstance(value, cst.Attribute) and value.attr.value == "apply":
                 return self.function_class(value.value)
         return None
+
+    def applied_calls(self) -> Iterator[tuple[cst.Call, FunctionSpec]]:
+        """Each call of a Function's ``apply`` (``Fn.apply(...)``, or through an alias), in
+        source order, with that Function."""
+        for call in self.calls:
+            function = self.applied(call.func)
+            if function is not None:
+                yield call, function
 
     def enclosing_def(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         parent = self.parents.get(node)

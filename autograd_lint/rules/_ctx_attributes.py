@@ -215,25 +215,10 @@ def _reads(function: FunctionSpec, attribute: str, element: int | None) -> Reads
             loads = True
             if model.reads_data(load, element):
                 return Reads.DATA
-        escapes = escapes or _hands_on_ctx(model, ctx_name)
+        escapes = escapes or model.escapes(ctx_name)
     if escapes:
         return Reads.UNKNOWN
     return Reads.METADATA if loads else Reads.NONE
-
-
-def _hands_on_ctx(model: MethodModel, ctx_name: str) -> bool:
-    """Whether the body gives ctx itself to other code (a call argument, a nested scope,
-    a local name), which may read any attribute."""
-    if model.nested_uses.get(ctx_name):
-        return True
-    ctx = model.params.get(ctx_name)
-    if ctx is None:
-        return True
-    for use in model.uses(ctx):
-        parent = model.parent(use)
-        if not (isinstance(parent, cst.Attribute) and parent.value is use):
-            return True
-    return False
 
 
 class _Roles:

@@ -11,6 +11,7 @@ fix it by adding ``@once_differentiable`` (:class:`AddOnceDifferentiable`).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
@@ -36,7 +37,7 @@ from autograd_lint.rules.base import (
     Report,
 )
 from autograd_lint.model.opaque import opaque_calls
-from autograd_lint.model.semantic import ALIAS_METHODS, Binding, BindingFacts, How, Sink
+from autograd_lint.model.semantic import ALIAS_METHODS, Binding, BindingFacts, How, MethodModel, Sink
 from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 
 if TYPE_CHECKING:
@@ -706,6 +707,11 @@ _CONSEQUENCE_033 = (
 )
 
 
+# The finding on each backward/vjp, worked out once for AGL009 and AGL033 together; keyed
+# by the method's semantic model, so that it goes with the analysis that made it.
+_FINDINGS: "weakref.WeakKeyDictionary[MethodModel, _Finding | None]" = weakref.WeakKeyDictionary()
+
+
 def reports(ctx: FunctionContext, code: str) -> Iterator[Report]:
     function = ctx.function
     for name in ("backward", "vjp"):
@@ -716,12 +722,9 @@ def reports(ctx: FunctionContext, code: str) -> Iterator[Report]:
             d.qualified_name not in _KNOWN_DECORATORS for d in method.decorators
         ):
             continue
-        key = f"AGL009/AGL033:{id(method)}"
-        cache = ctx.analysis.usage_cache
-        if key not in cache:
-            cache[key] = _finding(ctx, method)
-        finding = cache[key]
-        assert finding is None or isinstance(finding, _Finding)
+        if method.semantic not in _FINDINGS:
+            _FINDINGS[method.semantic] = _finding(ctx, method)
+        finding = _FINDINGS[method.semantic]
         if finding is not None and finding.code == code:
             yield Report(method.position, f"{function.name}.{name} {finding.message}")
 

@@ -444,6 +444,7 @@ class GradientCount(Rule):
                     return (grad,)
             """,
             line=14,
+            message="returns 1 gradient, but forward takes 2 inputs",
         ),
         # A generic Function (PEP 695, Python 3.12+) is found and checked like any other.
         Invalid(

@@ -19,7 +19,7 @@ from autograd_lint.rules.base import (
     Valid,
 )
 from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec, MethodSpec
-from autograd_lint.model.usage import UseKind, function_uses
+from autograd_lint.model.usage import UseKind
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -57,7 +57,7 @@ class _Fix(Fixer):
         super().__init__(analysis, diagnostics)
         instantiated = {
             spec.full_name
-            for use in function_uses(analysis)
+            for use in analysis.function_uses
             if use.kind in (UseKind.INSTANTIATION, UseKind.INSTANCE_CALL)
             for spec in use.function.mro()
         }
@@ -115,7 +115,7 @@ class LegacyUse(Rule):
     )
 
     def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
-        for use in function_uses(analysis):
+        for use in analysis.function_uses:
             function = use.function
             if use.expects_failure or use.class_methods is None or _derives_from(function, _SINGLE_LEVEL):
                 continue

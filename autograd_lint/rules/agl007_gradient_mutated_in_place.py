@@ -134,9 +134,9 @@ class _Gradients:
 
     def _from_sequence(self, binding: Binding, sequence: Binding) -> bool:
         """Whether ``binding`` takes one of the sequence's gradients (``g0, g1 = grads``, ``g = grads[0]``)."""
-        site = binding.site
-        if binding.how is How.UNPACKING and isinstance(site, cst.Assign):
-            value = site.value
+        unpacking = self.semantic.unpacking_of(binding)
+        if unpacking is not None:
+            value = unpacking.value
             return isinstance(value, cst.Name) and sequence in self.semantic.reaching(value)
         return binding.how is How.ASSIGNMENT and _is_element(binding.value, sequence, self.semantic)
 

@@ -18,14 +18,12 @@ _NOT_DATA_WRITES = frozenset({"set_()", "clear()"})
 
 
 def _passes_ctx(method: MethodSpec) -> bool:
-    """Whether ``method`` hands its ctx to another call (which may call mark_dirty)."""
+    """Whether ``method`` hands its ctx to code out of sight (a call, a nested function, an
+    alias...), which may call mark_dirty (:meth:`MethodModel.escapes`)."""
     model = method.semantic
     if model is None or method.ctx_name is None:
         return True
-    ctx = model.params.get(method.ctx_name)
-    return ctx is None or any(f.sink is Sink.ARGUMENT for f in model.flows_of(ctx)) or bool(
-        model.nested_uses.get(method.ctx_name)
-    )
+    return method.ctx_name not in model.params or model.escapes(method.ctx_name)
 
 
 def _differentiated(function: FunctionSpec, index: int, model: MethodModel, param: Binding) -> bool:

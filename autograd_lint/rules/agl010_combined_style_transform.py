@@ -11,7 +11,7 @@ from autograd_lint.model.analysis import TRANSFORM_MODULES, TRANSFORMS
 from autograd_lint.model.exprs import dotted_name
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 from autograd_lint.model.spec import FunctionSpec
-from autograd_lint.model.usage import ApplyIndex, apply_index
+from autograd_lint.model.usage import ApplyIndex
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -99,9 +99,9 @@ class CombinedStyleTransform(Rule):
     )
 
     def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
-        if analysis.whole_module is None or not analysis.functions:
+        index = analysis.apply_index
+        if index is None:
             return
-        index = apply_index(analysis)
         for call in index.calls:
             transform = _transform_name(call, index)
             argument = _function_argument(call) if transform is not None else None

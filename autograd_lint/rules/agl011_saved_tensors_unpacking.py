@@ -7,7 +7,6 @@ from typing import Iterator
 
 import libcst as cst
 
-from autograd_lint.model import flow
 from autograd_lint.model.exprs import SAVED_ATTRIBUTES, ctx_attribute
 from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
@@ -39,7 +38,7 @@ def _saved(function: FunctionSpec, api: str) -> Saved | None:
         return None
     # ctx handed to a helper, stored or used by a nested function: the calls we see
     # may not be all of them.
-    if method.ctx_name is not None and flow.escapes(method.node, method.ctx_name, in_nested_scopes=True):
+    if method.ctx_name is not None and (method.semantic is None or method.semantic.escapes(method.ctx_name)):
         return None
     calls = method.calls(api)
     if len(calls) != 1 or calls[0].has_starred:

@@ -306,6 +306,7 @@ class MissingReturn(Rule):
                         return grad * b, grad * a
             """,
             line=10,
+            message="can reach the end of its body without `return`",
         ),
         Invalid(
             """

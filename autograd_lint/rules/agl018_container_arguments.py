@@ -10,7 +10,6 @@ from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.model.exprs import is_literal
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 from autograd_lint.model.spec import Kind
-from autograd_lint.model.usage import apply_index
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -73,13 +72,10 @@ class ContainerArguments(Rule):
     )
 
     def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
-        if analysis.whole_module is None or not analysis.functions:
+        index = analysis.apply_index
+        if index is None:
             return
-        index = apply_index(analysis)
-        for call in index.calls:
-            function = index.applied(call.func)
-            if function is None:
-                continue
+        for call, function in index.applied_calls():
             inputs = function.forward_inputs
             for position, arg in enumerate(call.args):
                 if arg.star or type(arg.value) not in _CONTAINER_WORDS:

@@ -320,5 +320,6 @@ class DirtyNotReturned(Rule):
                     return grad
             """,
             line=9,
+            message="marks `x` dirty (line 6) but this return does not return `x`",
         ),
     ]

@@ -9,7 +9,7 @@ import libcst as cst
 from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.rules.base import Diagnostic, Fixer, FixSafety, Invalid, Report, Rule, Severity, Valid
 from autograd_lint.model.spec import FunctionSpec, Position
-from autograd_lint.model.usage import UseKind, function_uses, is_test_path
+from autograd_lint.model.usage import UseKind, is_test_path
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -28,7 +28,7 @@ class _Fix(Fixer):
         # Position of each reported forward call -> whether forward takes ctx first.
         self.targets: dict[Position, bool] = {
             use.position: not use.function.is_split_style
-            for use in function_uses(analysis)
+            for use in analysis.function_uses
             if use.kind is UseKind.METHOD_CALL
             and use.method == "forward"
             and use.function.is_split_style is not None
@@ -89,7 +89,7 @@ class DirectMethodCall(Rule):
     def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         if is_test_path(analysis.source.path):
             return
-        for use in function_uses(analysis):
+        for use in analysis.function_uses:
             if use.kind is not UseKind.METHOD_CALL or use.inside is not None:
                 continue
             if use.guard is not None or use.expects_failure or use.passes_ctx:

@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.model.exprs import annotation_kind
-from autograd_lint.model.semantic import How, MethodModel
+from autograd_lint.model.semantic import MethodModel
 from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -31,22 +31,12 @@ _TUPLE_ATTRIBUTES = frozenset(dir(tuple))
 
 def _unpacks(semantic: MethodModel, name: str) -> list[tuple[cst.Assign, int]]:
     """The statements ``a, b = <name>`` (one target, no starred name) of the body, with
-    how many names each unpacks into (read from the bindings they make)."""
-    found: dict[int, tuple[cst.Assign, int]] = {}
-    for bindings in semantic.bindings.values():
-        for binding in bindings:
-            site = binding.site
-            if binding.how is not How.UNPACKING or not isinstance(site, cst.Assign) or len(site.targets) != 1:
-                continue
-            target = site.targets[0].target
-            if (
-                isinstance(site.value, cst.Name)
-                and site.value.value == name
-                and isinstance(target, (cst.Tuple, cst.List))
-                and not any(isinstance(e, cst.StarredElement) for e in target.elements)
-            ):
-                found.setdefault(id(site), (site, len(target.elements)))
-    return list(found.values())
+    how many names each unpacks into."""
+    return [
+        (u.node, u.count)
+        for u in semantic.unpackings()
+        if len(u.node.targets) == 1 and isinstance(u.value, cst.Name) and u.value.value == name and not u.starred
+    ]
 
 
 class SignatureMismatch(Rule):

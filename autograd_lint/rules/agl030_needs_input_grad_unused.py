@@ -8,7 +8,6 @@ import libcst as cst
 
 from autograd_lint.model import traverse
 from autograd_lint.model.exprs import dotted_name
-from autograd_lint.model.flow import escapes
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.semantic import MethodModel
 from autograd_lint.rules.base import (
@@ -75,13 +74,11 @@ class NeedsInputGradUnused(Rule):
             if method.reads("needs_input_grad") or method.reads("needs_input_grad[]"):
                 continue
             ctx_name = method.ctx_name
-            if ctx_name is None or escapes(method.node, ctx_name):
+            semantic = method.semantic
+            if ctx_name is None or semantic is None or semantic.escapes(ctx_name, in_nested_scopes=False):
                 continue
             unit = ctx.unit(method)
             assert unit is not None
-            semantic = method.semantic
-            if semantic is None:
-                continue
             for returned in semantic.returns:
                 if returned.elements is None or any(isinstance(e, cst.StarredElement) for e in returned.elements):
                     continue

@@ -32,10 +32,7 @@ def _set_attributes(method: MethodSpec) -> set[str] | None:
     ctx_name = method.ctx_name
     if model is None or ctx_name is None:
         return None
-    ctx = model.params.get(ctx_name)
-    if ctx is None or any(f.sink is Sink.ARGUMENT for f in model.flows_of(ctx)):
-        return None
-    if model.nested_uses.get(ctx_name) or model.is_rebound(ctx_name):
+    if ctx_name not in model.params or model.escapes(ctx_name):
         return None
     if any(owner == ctx_name and attr == "__dict__" for owner, attr, _ in model.attribute_reads):
         return None

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+import re
+from typing import TYPE_CHECKING, Callable, Collection, Iterator, Sequence
+
+import libcst as cst
 
 from autograd_lint import noqa
 from autograd_lint.model.spec import Position
 from autograd_lint.rules import rule_by_code
-from autograd_lint.rules.base import Diagnostic, Invalid, Report, Rule, Severity, Valid
+from autograd_lint.rules.base import Diagnostic, Fixer, FixSafety, Invalid, Report, Rule, Severity, Valid
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis
@@ -16,6 +19,98 @@ if TYPE_CHECKING:
 # Codes of this tool; a noqa comment's other codes (E501, F401) belong to other linters.
 _OWN_PREFIX = "AGL"
 _FULL_CODE_LENGTH = len("AGL000")
+_CODE = re.compile(r"[A-Za-z]+[0-9]+")
+
+
+def unused_codes(listed: Collection[str], reported: Collection[str], own: str) -> list[tuple[str, bool]]:
+    """The codes of ``listed`` (upper case) that silence nothing when the line's findings are ``reported``.
+
+    Each comes with True when it is not a rule of autograd-lint at all.  Codes of
+    other tools, and ``own`` (AGL100 itself), are never unused.
+    """
+    unused = []
+    for code in sorted(listed):
+        if not code.startswith(_OWN_PREFIX) or code == own:
+            continue
+        if len(code) == _FULL_CODE_LENGTH and rule_by_code(code) is None:
+            unused.append((code, True))
+        elif not any(found.startswith(code) for found in reported):
+            unused.append((code, False))
+    return unused
+
+
+def _by_line(findings: Sequence[Diagnostic]) -> dict[int, set[str]]:
+    reported: dict[int, set[str]] = {}
+    for diagnostic in findings:
+        reported.setdefault(diagnostic.line, set()).add(diagnostic.code)
+    return reported
+
+
+def without_codes(comment: str, unused: Collection[str]) -> str:
+    """``comment`` (a whole ``#`` comment) with the ``unused`` codes taken out of its ``# noqa``.
+
+    The other codes keep their spelling and order, the text around the directive
+    is kept as it is, and a directive left with no code goes, so that a bare
+    ``# noqa`` (which silences everything) never results.  The empty string means
+    that nothing of the comment remains.
+    """
+    match = noqa.LINE_NOQA.search(comment)
+    if match is None or not match.group("codes"):
+        return comment
+    listed = _CODE.findall(match.group("codes"))
+    kept = [code for code in listed if code.upper() not in unused]
+    if kept:
+        return comment[: match.start("codes")] + ", ".join(kept) + comment[match.end("codes") :]
+    before, after = comment[: match.start()].rstrip(), comment[match.end() :].strip()
+    if after and not after.startswith("#"):
+        after = f"# {after}"  # text after the codes was part of this comment: it stays one
+    return f"{before}  {after}" if before and after else before or after
+
+
+class _Fix(Fixer):
+    """Takes the codes that silence nothing out of each reported ``# noqa`` comment (the whole
+    directive when none is left, the comment too when nothing else is in it)."""
+
+    def __init__(self, analysis: "FileAnalysis", diagnostics: Sequence[Diagnostic]) -> None:
+        super().__init__(analysis, diagnostics)
+        self._reported: dict[int, set[str]] | None = None
+
+    def _rewritten(self, comment: cst.Comment) -> str | None:
+        """The new text of a reported ``comment``, or None to leave it as it is."""
+        if not self.reported(comment) or self.findings is None:
+            return None
+        if self._reported is None:
+            self._reported = _by_line(self.findings())
+        line = self.position(comment).line
+        match = noqa.LINE_NOQA.search(comment.value)
+        if match is None or not match.group("codes"):
+            return None
+        listed = {code.upper() for code in _CODE.findall(match.group("codes"))}
+        unused = {code for code, _ in unused_codes(listed, self._reported.get(line, set()), UnusedNoqa.code)}
+        return without_codes(comment.value, unused) if unused else None
+
+    def leave_TrailingWhitespace(
+        self, original_node: cst.TrailingWhitespace, updated_node: cst.TrailingWhitespace
+    ) -> cst.TrailingWhitespace:
+        if original_node.comment is None:
+            return updated_node
+        text = self._rewritten(original_node.comment)
+        if text is None:
+            return updated_node
+        if not text:  # the spaces before the comment go with it
+            return updated_node.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
+        return updated_node.with_changes(comment=cst.Comment(text))
+
+    def leave_EmptyLine(
+        self, original_node: cst.EmptyLine, updated_node: cst.EmptyLine
+    ) -> cst.EmptyLine | cst.RemovalSentinel:
+        if original_node.comment is None:
+            return updated_node
+        text = self._rewritten(original_node.comment)
+        if text is None:
+            return updated_node
+        # A line that held nothing but the comment goes with it.
+        return updated_node.with_changes(comment=cst.Comment(text)) if text else cst.RemoveFromParent()
 
 
 class UnusedNoqa(Rule):
@@ -25,12 +120,19 @@ class UnusedNoqa(Rule):
     autograd-lint.  Every rule is consulted, whether or not the run selects it,
     so the answer does not depend on the selection.  Codes of other linters
     (``E501``) and a bare ``# noqa`` are left alone, and only files that define
-    a Function are looked at."""
+    a Function are looked at.
+
+    The fix takes those codes out of the comment, keeping the others (other
+    tools' codes too); a ``# noqa`` left without codes is removed (never made a
+    bare ``# noqa``), with the comment when nothing else is in it, and with its
+    line when the comment stood alone.  Only comments change."""
 
     code = "AGL100"
     title = "`# noqa` code that silences nothing"
     severity = Severity.INFO
     enabled_by_default = False
+    fix = FixSafety.SAFE
+    fixer = _Fix
     why = (
         "No error: the comment does nothing today, but it will silence that rule if a finding "
         "later appears on the line, hiding a real bug, and it tells readers that something is wrong "
@@ -49,19 +151,12 @@ class UnusedNoqa(Rule):
         ]
         if not comments:
             return
-        reported: dict[int, set[str]] = {}
-        for diagnostic in findings():
-            reported.setdefault(diagnostic.line, set()).add(diagnostic.code)
+        reported = _by_line(findings())
         for comment in comments:
-            on_line = reported.get(comment.line, set())
-            unused = []
-            for listed in sorted(comment.codes):
-                if not listed.startswith(_OWN_PREFIX) or listed == self.code:
-                    continue
-                if len(listed) == _FULL_CODE_LENGTH and rule_by_code(listed) is None:
-                    unused.append(f"{listed} (not a rule)")
-                elif not any(code.startswith(listed) for code in on_line):
-                    unused.append(listed)
+            unused = [
+                f"{code} (not a rule)" if not_a_rule else code
+                for code, not_a_rule in unused_codes(comment.codes, reported.get(comment.line, set()), self.code)
+            ]
             if unused:
                 yield Report(
                     Position(comment.line, comment.column),
@@ -135,6 +230,20 @@ class UnusedNoqa(Rule):
             """,
             line=12,
             message="lists AGL001, which silences nothing",
+            fixed="""
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    return grad * b, grad * a
+            """,
         ),
         Invalid(
             """
@@ -153,6 +262,20 @@ class UnusedNoqa(Rule):
             """,
             line=12,
             message="lists AGL005, which silences nothing",
+            fixed="""
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    return grad * b  # noqa: AGL001, E501
+            """,
         ),
         Invalid(
             """
@@ -165,9 +288,52 @@ class UnusedNoqa(Rule):
 
                 @staticmethod
                 def backward(ctx, grad):
-                    return grad * 2
+                    return grad * 2  # type: ignore[no-any-return]  # noqa: AGL0  # kept from the old kernel
             """,
             line=6,
             message="AGL999 (not a rule)",
+            fixed="""
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2  # type: ignore[no-any-return]  # kept from the old kernel
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    # noqa: AGL001
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return (grad *  # noqa: AGL016
+                            2)
+            """,
+            line=6,
+            message="lists AGL001, which silences nothing",
+            fixed="""
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return (grad *
+                            2)
+            """,
         ),
     ]

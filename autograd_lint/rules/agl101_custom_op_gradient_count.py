@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from autograd_lint.rules._common import plural
 from autograd_lint.rules._custom_ops import gradient_counts, registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 class CustomOpGradientCount(Rule):
@@ -26,7 +30,7 @@ class CustomOpGradientCount(Rule):
         "backward."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         for op, registration in registrations(analysis, "autograd"):
             backward = registration.function
             if backward is None or any(p.kind.value == "*args" for p in op.params):
@@ -136,6 +140,7 @@ class CustomOpGradientCount(Rule):
 
             torch.library.register_autograd("demo::mul", backward, setup_context=setup_context)
             """,
+            line=15,
             message="on every backward",
         ),
         Invalid(
@@ -149,6 +154,7 @@ class CustomOpGradientCount(Rule):
 
             pad.register_autograd(lambda ctx, g: (g, *((None,) * 2)))
             """,
+            line=8,
             message="returns 3 gradients",
         ),
     ]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
 from autograd_lint.rules._custom_ops import registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 def _signature(node: cst.FunctionDef | cst.Lambda) -> tuple[list[str], list[str], list[str], bool]:
@@ -35,7 +39,7 @@ class SetupContextParameters(Rule):
         "the first differentiable call: `TypeError: sc() got an unexpected keyword argument 'inputs'`."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         for op, registration in registrations(analysis, "autograd"):
             setup = registration.setup_context
             if setup is None or not isinstance(setup.node, (cst.FunctionDef, cst.Lambda)):
@@ -140,6 +144,7 @@ class SetupContextParameters(Rule):
 
             kw.register_autograd(lambda ctx, g: g * ctx.v, setup_context=setup_context)
             """,
+            line=8,
             message="'keyword_only_inputs'",
         ),
         Invalid(
@@ -159,6 +164,7 @@ class SetupContextParameters(Rule):
                 "demo::sin", backward, setup_context=lambda ctx, inputs, outputs: ctx.save_for_backward(inputs[0])
             )
             """,
+            line=13,
             message="'output'",
         ),
     ]

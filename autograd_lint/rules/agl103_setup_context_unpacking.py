@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from autograd_lint.model.semantic import How, MethodModel
+from autograd_lint.model.semantic import MethodModel
 from autograd_lint.rules._common import plural
 from autograd_lint.rules._custom_ops import registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 def _unpackings(model: MethodModel, name: str) -> list[tuple[cst.Assign, int]]:
@@ -20,26 +24,11 @@ def _unpackings(model: MethodModel, name: str) -> list[tuple[cst.Assign, int]]:
     if param is None:
         return []
     held = {id(use) for use in model.uses(param) if model.reaching(use) == frozenset({param})}
-    sites: dict[int, cst.Assign] = {}
-    for bindings in model.bindings.values():
-        for binding in bindings:
-            site = binding.site
-            if (
-                binding.how is How.UNPACKING
-                and isinstance(site, cst.Assign)
-                and isinstance(site.value, cst.Name)
-                and id(site.value) in held
-            ):
-                sites.setdefault(id(site), site)
-    found = []
-    for assign in sites.values():
-        for target in assign.targets:
-            element = target.target
-            if isinstance(element, (cst.Tuple, cst.List)) and not any(
-                isinstance(e, cst.StarredElement) for e in element.elements
-            ):
-                found.append((assign, len(element.elements)))
-    return found
+    return [
+        (u.node, u.count)
+        for u in model.unpackings()
+        if isinstance(u.value, cst.Name) and id(u.value) in held and not u.starred
+    ]
 
 
 class SetupContextUnpacking(Rule):
@@ -56,7 +45,7 @@ class SetupContextUnpacking(Rule):
         "`opcheck` docstring example has this bug)."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         for op, registration in registrations(analysis, "autograd"):
             setup = registration.setup_context
             if setup is None or not isinstance(setup.node, cst.FunctionDef) or setup.method is None:
@@ -166,6 +155,7 @@ class SetupContextUnpacking(Rule):
 
             scale.register_autograd(lambda ctx, g: (g * ctx.a, None, None), setup_context=setup_context)
             """,
+            line=9,
             message="3 positional parameters",
         ),
         Invalid(
@@ -187,5 +177,7 @@ class SetupContextUnpacking(Rule):
 
             torch.library.register_autograd("demo::sin", backward, setup_context=setup_context)
             """,
+            line=9,
+            message="unpacks inputs into 2 names but demo::sin has 1 positional parameter",
         ),
     ]

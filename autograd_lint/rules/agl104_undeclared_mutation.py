@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from autograd_lint.model.flow import inplace_writes, method_body
+from autograd_lint.model.semantic import How, InplaceWrite, MethodModel
 from autograd_lint.rules._custom_ops import is_tensor_like_annotation, own_ops
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 class UndeclaredMutation(Rule):
     """Reports an in-place write (``p.add_()``, ``p.copy_(...)``, ``p[...] = ...``, ``out=p``,
     ``torch.foo_(p)``) to a Tensor parameter of a ``custom_op`` function, or of a kernel
-    registered on it, when ``mutates_args`` does not name that parameter.  Writes after the
-    parameter is rebound (``p = p.clone()``) are not reported."""
+    registered on it, when ``mutates_args`` does not name that parameter.  A write is
+    reported where the semantic model's in-place writes say it certainly writes the
+    parameter's object (``+=`` only on a tensor, as for every rule): not after the parameter
+    is rebound (``p = p.clone()``), nor where another value may reach the name."""
 
     code = "AGL104"
     title = "custom op mutates a parameter missing from mutates_args"
@@ -28,7 +34,7 @@ class UndeclaredMutation(Rule):
         "mutated`."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         unit = analysis.custom_ops.unit if analysis.custom_ops else None
         for op in own_ops(analysis):
             if not isinstance(op.mutates_args, tuple):
@@ -40,12 +46,14 @@ class UndeclaredMutation(Rule):
             for body in bodies:
                 if body is None or not isinstance(body.node, cst.FunctionDef) or body.path != op.path:
                     continue
-                tracked = {p.name for p in body.params} & undeclared if body is not op.body else undeclared
+                if body.semantic is None:
+                    continue
+                tracked = undeclared
                 if body is not op.body:  # a kernel's parameters are the op's, by position
                     names = [p.name for p in body.positional]
                     tracked = {names[i] for i, p in enumerate(op.positional) if i < len(names) and p.name in undeclared}
-                for write in inplace_writes(method_body(body.node), set(tracked), analysis.imports, lambda _: True):
-                    parameter = write.name if body is op.body else op.positional[[p.name for p in body.positional].index(write.name)].name
+                for write, name in _parameter_writes(body.semantic, tracked):
+                    parameter = name if body is op.body else op.positional[[p.name for p in body.positional].index(name)].name
                     yield Report(
                         unit.position(write.node),
                         f"{op.display} writes to `{parameter}` in place ({write.how}) but mutates_args="
@@ -122,9 +130,24 @@ class UndeclaredMutation(Rule):
             def add_into(x: Tensor, y: Tensor, out: Tensor) -> None:
                 torch.add(x, y, out=out)
             """,
+            line=6,
             message="out=",
         ),
     ]
+
+
+def _parameter_writes(model: MethodModel, names: set[str]) -> Iterator[tuple[InplaceWrite, str]]:
+    """The in-place writes of the body that certainly write the object of one of the parameters
+    ``names`` (the write's only origin is that parameter), each once, with the parameter's name.
+    ``t.copy_(t)`` and ``clear()`` (of a container) change no tensor data."""
+    seen: set[int] = set()
+    for write in model.inplace_writes:
+        if write.self_copy or write.how == "clear()" or len(write.origins) != 1 or id(write.node) in seen:
+            continue
+        (origin,) = write.origins
+        if origin.how is How.PARAMETER and origin.name in names:
+            seen.add(id(write.node))
+            yield write, origin.name
 
 
 def _shown(names: tuple[str, ...]) -> str:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from autograd_lint.rules._custom_ops import own_ops
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 class MutatesArgsUnknownName(Rule):
@@ -20,7 +24,7 @@ class MutatesArgsUnknownName(Rule):
         "mutates_args were not found in the custom op's signature.`"
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         for op in own_ops(analysis):
             if not isinstance(op.mutates_args, tuple) or op.has_schema or op.body is None:
                 continue
@@ -89,6 +93,7 @@ class MutatesArgsUnknownName(Rule):
 
             sin_out = custom_op("demo::sin_out", _sin_out, mutates_args=["x", "result"])
             """,
+            line=7,
             message='"result"',
         ),
         Invalid(
@@ -100,6 +105,7 @@ class MutatesArgsUnknownName(Rule):
             def scale_(x: Tensor, factor: float) -> None:
                 x.mul_(factor)
             """,
+            line=4,
             message='"self"',
         ),
     ]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
 from autograd_lint.model.flow import return_statements
 from autograd_lint.rules._custom_ops import is_tensor_like_annotation, own_ops
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 # Tensor methods whose result is always a view of the receiver.
 _VIEWS = frozenset(
@@ -54,7 +58,7 @@ class ReturnsInputAlias(Rule):
         "custom operator and (2) may not alias any inputs to this custom operator or other returns.`"
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         unit = analysis.custom_ops.unit if analysis.custom_ops else None
         for op in own_ops(analysis):
             body = op.body
@@ -133,6 +137,7 @@ class ReturnsInputAlias(Rule):
             def flat(x: Tensor) -> Tensor:
                 return x.view(-1)
             """,
+            line=6,
             message="`.view()`",
         ),
         Invalid(
@@ -144,6 +149,7 @@ class ReturnsInputAlias(Rule):
             def split(x: Tensor) -> tuple[Tensor, Tensor]:
                 return x[:1].clone(), x[1:]
             """,
+            line=6,
             message="basic indexing",
         ),
     ]

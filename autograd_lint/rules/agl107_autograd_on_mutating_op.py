@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from autograd_lint.rules._custom_ops import registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 class AutogradOnMutatingOp(Rule):
@@ -22,7 +26,7 @@ class AutogradOnMutatingOp(Rule):
         "autograd formula for that.`"
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         for op, registration in registrations(analysis, "autograd"):
             if op.is_functional is False:
                 shown = '"unknown"' if op.mutates_args == "unknown" else ", ".join(op.mutates_args or ())
@@ -98,6 +102,7 @@ class AutogradOnMutatingOp(Rule):
 
             torch.library.register_autograd("demo::fill_", lambda ctx, g: (None, None))
             """,
+            line=8,
             message='"unknown"',
         ),
         Invalid(
@@ -111,5 +116,7 @@ class AutogradOnMutatingOp(Rule):
 
             register_autograd(scale_, lambda ctx, g: (g, None))
             """,
+            line=8,
+            message="register_autograd on demo::scale_, which mutates x",
         ),
     ]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from autograd_lint.rules._custom_ops import is_tensor_like_annotation, own_ops
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 class KeywordOnlyTensor(Rule):
@@ -22,7 +26,7 @@ class KeywordOnlyTensor(Rule):
         "Tensor`."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         for op in own_ops(analysis):
             if op.has_schema:
                 continue
@@ -90,6 +94,7 @@ class KeywordOnlyTensor(Rule):
             def bias(x: Tensor, *, b: Optional[Tensor] = None) -> Tensor:
                 return x.clone() if b is None else x + b
             """,
+            line=6,
             message="Optional[Tensor]",
         ),
         Invalid(
@@ -101,6 +106,7 @@ class KeywordOnlyTensor(Rule):
             def stack_add(x: Tensor, *, others: list[Tensor]) -> Tensor:
                 return x + sum(others)
             """,
+            line=5,
             message="list[Tensor]",
         ),
     ]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from autograd_lint.model.spec import ParamKind
 from autograd_lint.rules._custom_ops import own_ops
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 class SchemaNotInferable(Rule):
@@ -24,7 +28,7 @@ class SchemaNotInferable(Rule):
         "-> torch.Tensor)`; `*args` and a missing return annotation fail the same way."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         for op in own_ops(analysis):
             if op.has_schema or op.body is None:
                 continue
@@ -96,6 +100,7 @@ class SchemaNotInferable(Rule):
             def total(*xs: Tensor) -> Tensor:
                 return sum(xs)
             """,
+            line=5,
             message="`*xs` is not supported",
         ),
         Invalid(
@@ -107,6 +112,7 @@ class SchemaNotInferable(Rule):
             def sin_out(x: Tensor, out: Tensor):
                 out.copy_(x.sin())
             """,
+            line=5,
             message="no return annotation",
         ),
     ]

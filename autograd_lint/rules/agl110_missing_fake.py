@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from autograd_lint.rules._custom_ops import module_of
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 class MissingFake(Rule):
@@ -26,7 +30,7 @@ class MissingFake(Rule):
         "work.` Eager calls work."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         module = module_of(analysis)
         if module is None or not module.whole_run or module.has_unresolved_registration:
             return
@@ -112,6 +116,7 @@ class MissingFake(Rule):
             def _(x):
                 return torch.empty_like(x)
             """,
+            line=5,
             message="demo::sin",
         ),
         Invalid(
@@ -125,6 +130,7 @@ class MissingFake(Rule):
             mul = custom_op("demo::mul", _mul, mutates_args=())
             mul.register_autograd(lambda ctx, g: (None, None))
             """,
+            line=7,
             message="@mul.register_fake",
         ),
     ]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
 from autograd_lint.rules._custom_ops import calls_in, registrations, tensor_parameters
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 # Methods a FakeTensor cannot serve at all.
 _FAILING = frozenset({"numpy", "data_ptr"})
@@ -32,7 +36,7 @@ class FakeReadsData(Rule):
         "data-dependent expression` (a warning-level finding: without fullgraph the call graph-breaks)."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         unit = analysis.custom_ops.unit if analysis.custom_ops else None
         for op, registration in registrations(analysis, "fake"):
             fake = registration.function
@@ -147,6 +151,7 @@ class FakeReadsData(Rule):
                 n = int(x.sum().item())
                 return x.new_empty(n)
             """,
+            line=10,
             message="`.item()`",
         ),
         Invalid(
@@ -160,6 +165,7 @@ class FakeReadsData(Rule):
 
             top.register_fake(lambda x, k: x.new_empty(int(k)))
             """,
+            line=8,
             message="`int()` on tensor `k`",
         ),
     ]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
 from autograd_lint.rules._common import plural
 from autograd_lint.rules._custom_ops import registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 class FakeArity(Rule):
@@ -25,7 +29,7 @@ class FakeArity(Rule):
         "2 were given`. Eager calls work, so the mismatch shows only when compiling."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         for op, registration in registrations(analysis, "fake"):
             fake = registration.function
             if fake is None or fake.node is None or any(p.kind.value == "*args" for p in op.params):
@@ -126,6 +130,7 @@ class FakeArity(Rule):
             def _(x, s=1.0):
                 return torch.empty_like(x)
             """,
+            line=9,
             message="when a caller passes `shift`",
         ),
         Invalid(
@@ -141,6 +146,7 @@ class FakeArity(Rule):
             def _(x, s):
                 return torch.empty_like(x)
             """,
+            line=9,
             message="requires 2 positional arguments",
         ),
     ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
@@ -12,6 +12,10 @@ from autograd_lint.model.flow import return_statements
 from autograd_lint.model.semantic import How, MethodModel
 from autograd_lint.rules._custom_ops import calls_in, registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 # Factories whose result takes the default dtype and device unless told otherwise.
 _FACTORIES = frozenset("empty zeros ones full rand randn".split())
@@ -35,7 +39,7 @@ class FakeOutputMetadata(Rule):
         "under torch.compile later ops are traced with the wrong dtype, device or aliasing."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         unit = analysis.custom_ops.unit if analysis.custom_ops else None
         for op, registration in registrations(analysis, "fake"):
             fake = registration.function
@@ -158,6 +162,7 @@ class FakeOutputMetadata(Rule):
             def _(x):
                 return torch.empty(x.shape)
             """,
+            line=10,
             message="`empty(...)` without dtype= or device=",
         ),
         Invalid(
@@ -174,6 +179,7 @@ class FakeOutputMetadata(Rule):
                 out = torch.zeros(x.shape[0])
                 return out
             """,
+            line=10,
             message="`zeros(...)`",
         ),
     ]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
 from autograd_lint.model.exprs import dotted_name
 from autograd_lint.rules._custom_ops import calls_in, gradient_names, registrations
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 class NumpyInAutogradFormula(Rule):
@@ -27,7 +31,7 @@ class NumpyInAutogradFormula(Rule):
         "subclasses.` The op can't be used in a compiled model that needs its gradient."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         unit = analysis.custom_ops.unit if analysis.custom_ops else None
         for op, registration in registrations(analysis, "autograd"):
             for role, function in (("backward", registration.function), ("setup_context", registration.setup_context)):
@@ -137,6 +141,7 @@ class NumpyInAutogradFormula(Rule):
             npsin.register_autograd(backward, setup_context=setup_context)
             """,
             line=14,
+            message="backward `backward` of demo::npsin calls `.numpy()`",
         ),
         Invalid(
             """
@@ -152,6 +157,7 @@ class NumpyInAutogradFormula(Rule):
 
             scale.register_autograd(lambda ctx, g: (g * ctx.s, None), setup_context=setup_context)
             """,
+            line=9,
             message="setup_context `setup_context`",
         ),
         Invalid(
@@ -172,6 +178,7 @@ class NumpyInAutogradFormula(Rule):
                 "demo::clip", backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0])
             )
             """,
+            line=11,
             message="`.numpy()`",
         ),
     ]

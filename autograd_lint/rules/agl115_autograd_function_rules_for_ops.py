@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
@@ -15,6 +15,10 @@ from autograd_lint.rules.agl004_non_tensor_ctx_api_argument import NonTensorCtxA
 from autograd_lint.rules.agl014_gradient_for_non_tensor import GradientForNonTensor
 from autograd_lint.rules.agl016_container_return import ContainerReturn
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 # The Function rules that hold for the hidden Function PyTorch builds per op.
 _CARRIED = (CtxTensorAttribute, NonTensorCtxApiArgument, GradientForNonTensor, ContainerReturn)
@@ -38,7 +42,7 @@ class AutogradFunctionRulesForOps(Rule):
         "returned gives `returned an incorrect number of gradients (expected 3, got 2)`."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         unit = analysis.custom_ops.unit if analysis.custom_ops else None
         for op, registration in registrations(analysis, "autograd"):
             spec = hidden_function(op, registration)
@@ -148,6 +152,7 @@ class AutogradFunctionRulesForOps(Rule):
 
             scale.register_autograd(backward, setup_context=setup_context)
             """,
+            line=12,
             message="[AGL014]",
         ),
         Invalid(
@@ -168,6 +173,7 @@ class AutogradFunctionRulesForOps(Rule):
 
             mul.register_autograd(backward, setup_context=setup_context)
             """,
+            line=13,
             message="[AGL016]",
         ),
     ]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
 from autograd_lint.model.exprs import dotted_name
 from autograd_lint.rules._custom_ops import calls_in, own_ops
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 
 class FunctionApplyInOp(Rule):
@@ -27,7 +31,7 @@ class FunctionApplyInOp(Rule):
         "gradient with `register_autograd` instead."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         module = analysis.custom_ops
         # Whether a register_autograd exists can only be said from the whole run (not under flake8).
         if module is None or not analysis.functions or not module.whole_run or module.has_unresolved_registration:
@@ -165,6 +169,7 @@ class FunctionApplyInOp(Rule):
             def _(x, s):
                 return torch.empty_like(x)
             """,
+            line=16,
             message="`Scale`",
         ),
         Invalid(
@@ -189,5 +194,7 @@ class FunctionApplyInOp(Rule):
             def _(x):
                 return Double.apply(x)
             """,
+            line=19,
+            message="demo::double applies autograd.Function `Double`",
         ),
     ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import libcst as cst
 
@@ -11,6 +11,10 @@ from autograd_lint.model.spec import MethodSpec
 from autograd_lint.rules._custom_ops import registrations
 from autograd_lint.rules.agl031_ctx_attribute_never_set import _assigned_elsewhere, _set_attributes
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis
+    from autograd_lint.settings import Settings
 
 # What a ctx (a BackwardCFunction) has without being told: `dir(ctx)` in a backward, torch 2.13.
 CTX_BUILTINS = frozenset(
@@ -79,7 +83,7 @@ class CtxAttributeNeverSet(Rule):
         "fails: `AttributeError: 'FBackward' object has no attribute 'lambd'`."
     )
 
-    def check_module(self, analysis, settings) -> Iterator[Report]:  # type: ignore[no-untyped-def]
+    def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
         for op, registration in registrations(analysis, "autograd"):
             backward = registration.function
             if backward is None or backward.node is None or registration.setup_context_unknown:
@@ -188,6 +192,7 @@ class CtxAttributeNeverSet(Rule):
 
             torch.library.register_autograd("demo::scale", backward, setup_context=setup_context)
             """,
+            line=12,
             message="reads ctx.s, which setup_context never sets",
         ),
         Invalid(
@@ -204,6 +209,7 @@ class CtxAttributeNeverSet(Rule):
 
             mul.register_autograd(lambda ctx, g: (g * ctx.y, None), setup_context=setup_context)
             """,
+            line=11,
             message="backward `<lambda>` of demo::mul reads ctx.y",
         ),
     ]

@@ -127,6 +127,7 @@ class CustomJvpOrVjpGraphBreak(Rule):
                 def vjp(ctx, g):
                     return g * 2
             """,
+            line=9,
             message="GB0145",
         ),
         Invalid(
@@ -146,6 +147,7 @@ class CustomJvpOrVjpGraphBreak(Rule):
                 def jvp(ctx, t):
                     return t * 2
             """,
+            line=13,
             message="defines jvp",
         ),
     ]

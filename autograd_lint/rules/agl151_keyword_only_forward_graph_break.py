@@ -114,6 +114,7 @@ class KeywordOnlyForwardGraphBreak(Rule):
                 def backward(ctx, g):
                     return g
             """,
+            line=5,
             message="(scale, shift)",
         ),
         Invalid(
@@ -129,6 +130,7 @@ class KeywordOnlyForwardGraphBreak(Rule):
                 def backward(ctx, g):
                     return g
             """,
+            line=5,
             message="GB4372",
         ),
     ]

@@ -120,6 +120,7 @@ class DataDependentForward(Rule):
                 def backward(ctx, g):
                     return g * 2, None
             """,
+            line=6,
             message="`.tolist()`",
         ),
         Invalid(
@@ -139,6 +140,7 @@ class DataDependentForward(Rule):
                 def backward(ctx, g):
                     return g * 2
             """,
+            line=10,
             message="setup_context calls",
         ),
     ]

@@ -114,6 +114,7 @@ class ClassmethodGraphBreak(Rule):
                 def backward(cls, ctx, g):
                     return g * 2
             """,
+            line=9,
             message="Double.backward",
         ),
         Invalid(
@@ -133,6 +134,7 @@ class ClassmethodGraphBreak(Rule):
                 def backward(ctx, g):
                     return g * 2
             """,
+            line=9,
             message="setup_context is a classmethod",
         ),
     ]

@@ -217,6 +217,7 @@ class MaterializeGradsIgnoredByCompile(Rule):
                     b = 0 if g2 is None else g2 * 3
                     return a + b
             """,
+            line=14,
             message="drops ctx.set_materialize_grads(False)",
         ),
         Invalid(
@@ -235,5 +236,7 @@ class MaterializeGradsIgnoredByCompile(Rule):
                         return None
                     return g * 2
             """,
+            line=11,
+            message="Guarded.backward tests `g` against None",
         ),
     ]

@@ -8,7 +8,6 @@ import libcst as cst
 
 from autograd_lint.model.analysis import ModuleNeed
 from autograd_lint.model.spec import Kind
-from autograd_lint.model.usage import apply_index
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
 if TYPE_CHECKING:
@@ -47,13 +46,10 @@ class DuplicateApplyInput(Rule):
     )
 
     def check_module(self, analysis: "FileAnalysis", settings: "Settings") -> Iterator[Report]:
-        if analysis.whole_module is None or not analysis.functions:
+        index = analysis.apply_index
+        if index is None:
             return
-        index = apply_index(analysis)
-        for call in index.calls:
-            function = index.applied(call.func)
-            if function is None:
-                continue
+        for call, function in index.applied_calls():
             seen: dict[str, int] = {}
             reported: set[str] = set()
             for position, arg in enumerate(call.args):
@@ -231,6 +227,7 @@ class DuplicateApplyInput(Rule):
                 h = torch.relu(h)
                 return Gate.apply(h, h)
             """,
+            line=17,
             message="GB6297",
         ),
     ]

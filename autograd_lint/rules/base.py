@@ -99,7 +99,10 @@ class Valid(Example):
 
 @dataclass(frozen=True)
 class Invalid(Example):
-    """Source on which the rule must report, on ``line`` (1-based) if given."""
+    """Source on which the rule must report a finding on ``line`` (1-based) whose message
+    contains ``message``.  Both are required of every example (tests/rules/test_rule_examples.py
+    fails on one without them); they default to None only so that a missing one is a test
+    failure naming the example, not an import error of every rule."""
 
     line: int | None = None
     message: str | None = None  # a substring the message must contain
@@ -163,6 +166,9 @@ class Fixer(cst.CSTTransformer):
     def __init__(self, analysis: "FileAnalysis", diagnostics: Sequence[Diagnostic]) -> None:
         super().__init__()
         self.analysis = analysis
+        # Set by the fix pass for the fixer of a rule that ``reads_findings``:
+        # what every other rule reports in the file, as ``check_findings`` gets it.
+        self.findings: Callable[[], Sequence[Diagnostic]] | None = None
         self.positions = frozenset(Position(d.line, d.column) for d in diagnostics)
         self.lines = frozenset(d.line for d in diagnostics)
         self.needed_imports: list[ImportRef] = []

@@ -63,18 +63,34 @@ def _seen(run: Run) -> dict[str, bool]:
     return {tag: marked(_file_of(tag), tag, CUDA) <= run.lines(_file_of(tag)) for tag in ALL_TAGS}
 
 
+def _compile_recorder_on() -> bool:
+    from autograd_lint.coverage import compile_recorder
+
+    forced = os.environ.get(compile_recorder.ENV_SWITCH) == "force"
+    return forced or compile_recorder.version_supported(torch.__version__)
+
+
 def test_table(ctrace_off: Run, ctrace_on: Run, pytest_cov_on: Run, request: pytest.FixtureRequest) -> None:
-    """Print which marked lines each arm saw run (the table in docs/coverage.md)."""
+    """Which marked lines each arm saw run: the whole table of docs/coverage.md ("CUDA device threads")."""
     arms = {"ctrace, plain": ctrace_off, "ctrace, --autograd-cov": ctrace_on, "pytest-cov, --autograd-cov": pytest_cov_on}
     if sys.version_info >= (3, 12):
         arms["sysmon, plain"] = request.getfixturevalue("sysmon_off")
-    print()
-    print("| lines | " + " | ".join(arms) + " |")
-    for tag in ALL_TAGS:
-        print(f"| {tag} | " + " | ".join("run" if _seen(run)[tag] else "missed" for run in arms.values()) + " |")
-    for function in json.loads((ctrace_on.root / "report.json").read_text())["functions"]:
-        print(function["kind"], function["qualname"], function["backward_ran"], function["counts"])
-    print(ctrace_on.output[-3000:])
+    main_thread = {"square-fwd", "triton-fwd", "single-bwd"}
+    compiled = {"compiled-fwd", "compiled-bwd"} if _compile_recorder_on() else set()
+    expected = {
+        "ctrace, plain": main_thread,
+        "ctrace, --autograd-cov": main_thread | set(DEVICE_THREAD_TAGS) | compiled,
+        "pytest-cov, --autograd-cov": main_thread | set(DEVICE_THREAD_TAGS) | compiled,
+        "sysmon, plain": main_thread | set(DEVICE_THREAD_TAGS),  # it does not see compiled code either
+    }
+    rows = ["| lines | " + " | ".join(arms) + " |"] + [
+        f"| {tag} | " + " | ".join("run" if _seen(run)[tag] else "missed" for run in arms.values()) + " |"
+        for tag in ALL_TAGS
+    ]
+    print("\n" + "\n".join(rows))  # with -s: the table as docs/coverage.md shows it
+    for arm, run in arms.items():
+        seen = {tag for tag, ran in _seen(run).items() if ran}
+        assert seen == expected[arm], (arm, "\n".join(rows), run.output[-3000:])
 
 
 def test_plain_ctrace_misses_device_thread_backward(ctrace_off: Run) -> None:
@@ -99,10 +115,7 @@ def test_bridge_adds_only_backward_lines(ctrace_off: Run, ctrace_on: Run) -> Non
 
 
 def test_compiled_backward_is_covered(ctrace_on: Run) -> None:
-    from autograd_lint.coverage import compile_recorder
-
-    forced = os.environ.get(compile_recorder.ENV_SWITCH) == "force"
-    if not forced and not compile_recorder.version_supported(torch.__version__):
+    if not _compile_recorder_on():
         pytest.skip(f"the compile recorder is off on torch {torch.__version__} unless AUTOGRAD_COV_COMPILE=force")
     seen = _seen(ctrace_on)
     assert seen["compiled-fwd"] and seen["compiled-bwd"], seen

@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autograd_lint.gentests import harness  # noqa: E402
+from autograd_lint.gentests.runtime import arguments, budget  # noqa: E402
 from autograd_lint.gentests.harness import Case, any_scalar, any_tensor, tensor  # noqa: E402
 
 
@@ -300,8 +301,8 @@ def test_a_floating_dtype_argument_follows_its_tensors_to_float64(dtype) -> None
     assert harness.make_args(Cast, case)[1] == torch.float64
     harness.check_gradcheck(Cast, case)
     harness.check_gradgradcheck(Cast, case)
-    assert harness._promoted(torch.complex64) == torch.complex128
-    assert harness._promoted(torch.int64) == torch.int64  # not a floating dtype: kept
+    assert arguments._promoted(torch.complex64) == torch.complex128
+    assert arguments._promoted(torch.int64) == torch.int64  # not a floating dtype: kept
 
 
 class MaskedGradient(torch.autograd.Function):
@@ -398,7 +399,7 @@ def test_a_check_over_its_time_budget_is_skipped_as_unfinished_not_failed(monkey
                                                     r"its verdict is unknown"):
         harness.check_gradcheck(Slow, case)
     # No deadline is left behind, and without a limit the same check passes.
-    assert harness._deadline == [None]
+    assert budget._deadline == [None]
     monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0")
     harness.check_gradcheck(Slow, case)
 

@@ -20,6 +20,7 @@ from gentests_support import gen_tests, outcomes_by_class
 torch = pytest.importorskip("torch")
 
 from autograd_lint.gentests import harness  # noqa: E402
+from autograd_lint.gentests.runtime import environment  # noqa: E402
 from autograd_lint.gentests.harness import Case, RecordedProcessGroup, tensor  # noqa: E402
 from autograd_lint.gentests.recording import Recording, load  # noqa: E402
 
@@ -210,11 +211,11 @@ def test_the_replay_makes_a_group_only_when_none_is_initialised_and_destroys_onl
 
 def test_a_backend_that_does_not_run_here_is_replaced_by_gloo() -> None:
     if not torch.cuda.is_available():
-        assert harness._replay_backend("nccl") == "gloo"
-        assert harness._replay_backend("cpu:gloo,cuda:nccl") == "gloo"
-    assert harness._replay_backend("cpu:gloo") == "cpu:gloo"
-    assert harness._replay_backend("gloo") == "gloo"
-    assert harness._replay_backend("no-such-backend") == "gloo"
+        assert environment._replay_backend("nccl") == "gloo"
+        assert environment._replay_backend("cpu:gloo,cuda:nccl") == "gloo"
+    assert environment._replay_backend("cpu:gloo") == "cpu:gloo"
+    assert environment._replay_backend("gloo") == "gloo"
+    assert environment._replay_backend("no-such-backend") == "gloo"
 
 
 def test_a_larger_world_skips_before_anything_is_initialised() -> None:

@@ -86,7 +86,8 @@ def test_records_structure_counted_and_the_values_of_the_first_call(pytester: py
         {"tensor": {**tensor, "values": [123.25] * 6}}, {"value": 2}, {"value": "mean"}, {"dtype": "float64"}]}
     transposed = {"shape": [3, 2], "dtype": "float32", "device": "cpu", "requires_grad": False,
                   "contiguous": False, "values": [123.25] * 6}
-    assert {"tensor": transposed} in scale["cases"][1]["args"] + scale["cases"][2]["args"]
+    # `factor=0.5` was passed by keyword: recorded in its position, with its value.
+    assert {"calls": 1, "args": [{"tensor": transposed}, {"float": "0.5"}]} in scale["cases"]
     assert [{"value": 1}, {"value": 2}] in [a.get("tuple") for c in scale["cases"] for a in c["args"]]
 
 

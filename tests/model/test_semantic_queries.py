@@ -470,3 +470,67 @@ def test_reads_data_of_one_element_of_a_container() -> None:
     assert not any(model.reads_data(load, 1) for load in pair)
     (whole,) = _loads(model, "whole")
     assert model.reads_data(whole, 2) and not model.reads_data(whole, 0)
+
+
+# -- escapes -----------------------------------------------------------------------
+def test_a_name_escapes_when_used_other_than_as_an_attribute_receiver() -> None:
+    kept = model_of(
+        """
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            ctx.scale = 2
+            return x * ctx.scale
+        """
+    )
+    assert not kept.escapes("ctx")
+    for body in (
+        "helper(ctx)\n    return x",  # passed to a call
+        "ctx2 = ctx\n    return x",  # aliased
+        "ctx = None\n    return x",  # rebound
+        "return x, ctx",  # returned
+        "f = lambda: ctx.a\n    return x",  # a nested scope may run anywhere
+    ):
+        model = model_of(f"def forward(ctx, x):\n    {body}\n")
+        assert model.escapes("ctx"), body
+
+
+def test_attribute_uses_in_a_nested_scope_can_be_left_out() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad):
+            def helper(ctx=None):
+                return ctx.needs_input_grad
+            return helper()
+        """
+    )
+    assert model.escapes("ctx")
+    assert not model.escapes("ctx", in_nested_scopes=False)
+    bare = model_of("def backward(ctx, grad):\n    f = lambda: g(ctx)\n    return grad\n")
+    assert bare.escapes("ctx", in_nested_scopes=False)
+
+
+# -- unpackings --------------------------------------------------------------------
+def test_unpackings_are_the_tuple_targets_that_unpack_a_value() -> None:
+    model = model_of(
+        """
+        def setup_context(ctx, inputs, output):
+            x, y = inputs
+            a, *rest = inputs
+            p, q = 1, 2
+            [m, n] = c, d = output
+            return
+            u, v = inputs
+        """
+    )
+    found = [(code(u.target), code(u.value), u.count, u.starred) for u in model.unpackings()]
+    assert found == [
+        ("x, y", "inputs", 2, False),
+        ("a, *rest", "inputs", 2, True),
+        ("[m, n]", "output", 2, False),
+        ("c, d", "output", 2, False),
+    ]
+    (x,) = model.bindings_of("x")
+    unpacking = model.unpacking_of(x)
+    assert unpacking is not None and code(unpacking.value) == "inputs"
+    (p,) = model.bindings_of("p")
+    assert model.unpacking_of(p) is None

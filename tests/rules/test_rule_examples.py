@@ -15,6 +15,7 @@ from autograd_lint.rules.base import Example, FixSafety, Invalid, Rule, Valid
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceFile
 
+
 def needs_its_python(example: Example) -> list[pytest.MarkDecorator]:
     """Skip an example written in syntax newer than the running Python: it runs on the interpreters that have it."""
     if example.parses_here:
@@ -45,11 +46,12 @@ def test_example(rule: type[Rule], example: Valid | Invalid) -> None:
     if isinstance(example, Valid):
         assert found == [], f"{rule.code} reported on a VALID example: {found}"
         return
+    # An example that names no line would pass with a finding on the wrong line.
+    assert example.line is not None and example.message, "an INVALID example names its line and message"
     assert found, f"{rule.code} reported nothing on an INVALID example"
-    if example.line is not None:
-        assert example.line in {d.line for d in found}, found
-    if example.message is not None:
-        assert any(example.message in d.message for d in found), found
+    assert any(d.line == example.line and example.message in d.message for d in found), (
+        f"no {rule.code} finding on line {example.line} containing {example.message!r}: {found}"
+    )
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)

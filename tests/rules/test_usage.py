@@ -9,7 +9,7 @@ import pytest
 from autograd_lint.model.analysis import analyze
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceFile
-from autograd_lint.model.usage import FunctionUse, UseKind, function_uses, is_test_path
+from autograd_lint.model.usage import FunctionUse, UseKind, is_test_path
 
 HEADER = """
 import pytest
@@ -29,7 +29,7 @@ class Fn(torch.autograd.Function):
 def uses(body: str, header: str = HEADER) -> list[FunctionUse]:
     source = textwrap.dedent(header).lstrip("\n") + textwrap.dedent(body)
     analysis = analyze(SourceFile("example.py", source, "example"), {}, Settings())
-    return function_uses(analysis)
+    return analysis.function_uses
 
 
 def test_kinds_and_positions() -> None:

@@ -7,7 +7,8 @@ then the command line: ``--select`` replaces the configured ``select``;
 Exit codes: 0 when nothing is found, 1 when there are findings, 2 on a usage
 error, a bad configuration or baseline, or when a file could not be read or
 parsed (that file is named with the reason on stderr, one line each, and every
-other file is still checked).
+other file is still checked), or when ``--output-file`` cannot be written.
+``--exit-non-zero-on-fix`` makes a ``--fix`` that changed a file exit 1.
 
 With ``--fix`` or ``--diff``, see :mod:`autograd_lint.lint.fix` for what is written and
 the exit codes; ``--add-noqa`` (:mod:`autograd_lint.lint.add_noqa`) and
@@ -19,24 +20,37 @@ not be read or written.  Nothing is written without one of ``--fix``,
 from __future__ import annotations
 
 import argparse
-import functools
+import contextlib
+import io
 import json
 import os
 import sys
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence, TextIO
 
 from autograd_lint.lint.baseline import BaselineError, Fingerprint, compare, read_baseline, relative_key, root_of, write_baseline
-from autograd_lint.config import KEYS, ConfigError, add_config_arguments, find_config, project_settings, selectors
+from autograd_lint.config import (
+    CONFIG_FILE,
+    KEYS,
+    ConfigError,
+    add_config_arguments,
+    extended_files,
+    find_config,
+    project_settings,
+    selectors,
+)
 from autograd_lint.lint.engine import check_analysis, check_source, module_needs, selected_rules
-from autograd_lint.model.discovery import iter_targets
+from autograd_lint.files import write_atomically
+from autograd_lint.model.discovery import force_excluded, iter_targets
 from autograd_lint.model.discovery import run as run_files
-from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name, read_source, split_lines
+from autograd_lint.model.source import SourceError, SourceFile, decode_source, module_name, split_lines
 from autograd_lint.lint.output import (
     FORMATS,
+    TEXT_FORMATS,
     CheckOutcome,
+    file_lines,
     render_statistics_json,
     render_statistics_text,
     statistics,
@@ -68,8 +82,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip paths matching GLOB (repeatable)")
     parser.add_argument("--output-format", choices=sorted(FORMATS), default="text", help="how to print findings")
+    parser.add_argument(
+        "--output-file", "-o", metavar="FILE", help="write the report to FILE instead of stdout (atomically)"
+    )
     parser.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: one per core)")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    parser.add_argument(
+        "--exit-non-zero-on-fix",
+        action="store_true",
+        help="with --fix, exit 1 when a file was changed, even if no finding remains",
+    )
+    parser.add_argument(
+        "--force-exclude",
+        action="store_true",
+        help="apply the excludes to paths named on the command line too (as pre-commit names them)",
+    )
+    parser.add_argument(
+        "--quiet", "-q", action="count", default=0, help="print the findings, nothing else (-qq: as --silent)"
+    )
+    parser.add_argument(
+        "--silent", "-s", action="store_const", const=2, dest="quiet", help="print nothing; only the exit code tells"
+    )
+    parser.add_argument(
+        "--watch", "-w", action="store_true", help="check again whenever a checked file or the configuration changes"
+    )
     parser.add_argument("--fix", action="store_true", help="apply safe fixes, then report what remains")
     parser.add_argument(
         "--unsafe-fixes", action="store_true", help="with --fix or --diff, also apply fixes that change behaviour"
@@ -106,6 +142,31 @@ def _paths(args: argparse.Namespace) -> list[str]:
     return args.paths or ["."]
 
 
+def _project_root(args: argparse.Namespace) -> Path:
+    """The directory of the configuration file in use, else the working directory."""
+    found = None if args.isolated else args.config or find_config(_paths(args))
+    return Path(os.path.abspath(found.parent if found else os.getcwd()))
+
+
+def _checked_paths(args: argparse.Namespace, settings: Settings) -> list[str]:
+    """The paths to check: with ``--force-exclude``, those that the excludes do not match."""
+    paths = _paths(args)
+    if not args.force_exclude:
+        return paths
+    root = _project_root(args)
+    return [path for path in paths if not force_excluded(path, settings, root)]
+
+
+def _silent(args: argparse.Namespace) -> bool:
+    return args.quiet >= 2
+
+
+def _note(args: argparse.Namespace, message: str) -> None:
+    """A message for people that is not a finding nor an error: left out under ``-q``."""
+    if not args.quiet:
+        print(message, file=sys.stderr)
+
+
 def usage_problem(args: argparse.Namespace) -> str | None:
     """Why these options do not go together, or None."""
     if STDIN in args.paths and len(args.paths) > 1:
@@ -122,6 +183,10 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return "--write-baseline and --add-noqa both accept today's findings: choose one"
     if args.show_fixes and not args.fix:
         return "--show-fixes lists what --fix fixed: give --fix too"
+    if args.exit_non_zero_on_fix and not args.fix:
+        return "--exit-non-zero-on-fix is about what --fix changed: give --fix too"
+    if args.watch and (_reads_stdin(args) or args.add_noqa is not None or args.write_baseline):
+        return "--watch checks files again as they change: it cannot be combined with -, --add-noqa or --write-baseline"
     return None
 
 
@@ -151,16 +216,7 @@ class Findings:
     def lines_of(self, path: str) -> Sequence[str]:
         if self.stdin is not None and path == self.stdin.path:
             return [line.rstrip("\r\n") for line in split_lines(self.stdin.text)]
-        return _file_lines(path)
-
-
-# Cached: a baseline asks for a file's lines once per finding in it.
-@functools.lru_cache(maxsize=None)
-def _file_lines(path: str) -> tuple[str, ...]:
-    try:
-        return tuple(line.rstrip("\r\n") for line in split_lines(read_source(path).text))
-    except SourceError:
-        return ()
+        return file_lines(path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -168,22 +224,58 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_ERROR
-    try:
-        settings = settings_from_args(args)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_ERROR
-    if args.show_settings:
-        sys.stdout.write(show_settings(args, settings))
-        return EXIT_CLEAN
-    try:
-        baseline = read_baseline(args.baseline) if args.baseline else None
-    except BaselineError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_ERROR
-    if _reads_stdin(args):
-        return _check_stdin(args, settings, baseline)
-    result = run_files(_paths(args), settings, check_analysis, module_needs(settings))
+    if args.watch:
+        from autograd_lint.lint.watch import watch
+
+        return watch(args, check_once, lambda: _watched_files(args))
+    return check_once(args)
+
+
+@contextlib.contextmanager
+def _stderr_unless_silent(args: argparse.Namespace) -> Iterator[None]:
+    if not _silent(args):
+        yield
+        return
+    with contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
+def check_once(args: argparse.Namespace) -> int:
+    """One check with these arguments; the report goes to stdout, or to ``--output-file`` at the end."""
+    file_lines.cache_clear()  # --watch runs this again after files changed
+    with _stderr_unless_silent(args):
+        try:
+            settings = settings_from_args(args)
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_ERROR
+        if args.show_settings:
+            sys.stdout.write(show_settings(args, settings))
+            return EXIT_CLEAN
+        try:
+            baseline = read_baseline(args.baseline) if args.baseline else None
+        except BaselineError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_ERROR
+        report = io.StringIO() if args.output_file or _silent(args) else sys.stdout
+        if _reads_stdin(args):
+            code = _check_stdin(args, settings, baseline, report)
+        else:
+            code = _check_files(args, settings, baseline, report)
+        if args.output_file and not _silent(args):
+            try:
+                write_atomically(args.output_file, report.getvalue().encode("utf-8"))
+            except OSError as error:
+                print(f"error: {args.output_file}: cannot be written ({error.strerror or error})", file=sys.stderr)
+                return EXIT_ERROR
+        sys.stdout.flush()
+        return code
+
+
+def _check_files(
+    args: argparse.Namespace, settings: Settings, baseline: Counter[Fingerprint] | None, report: TextIO
+) -> int:
+    result = run_files(_checked_paths(args, settings), settings, check_analysis, module_needs(settings))
     fixes = None
     if args.fix or args.diff:
         # Imported here: the fix pass loads libcst.codemod, which a plain check does not need.
@@ -194,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
             for error in fixes.errors:
                 print(f"error: {error}", file=sys.stderr)
             sys.stdout.write("".join(unified_diff(f) for f in fixes.fixes if f.changed))
-            print(fix_summary(fixes, "Would fix"), file=sys.stderr)
+            _note(args, fix_summary(fixes, "Would fix"))
             changed = any(f.changed for f in fixes.fixes)
             return EXIT_ERROR if fixes.errors else EXIT_FINDINGS if changed and not args.exit_zero else EXIT_CLEAN
         diagnostics, errors = fixes.diagnostics, fixes.errors
@@ -204,21 +296,36 @@ def run(args: argparse.Namespace) -> int:
     findings = Findings(diagnostics, errors, result.files_seen, len(result.functions))
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
-    code = _report(args, settings, findings, baseline)
+    code = _report(args, settings, findings, baseline, report)
     if fixes is not None:
         from autograd_lint.lint.fix import fix_summary, show_fixes
 
-        # Machine-readable formats keep stdout to themselves.
-        summary = sys.stdout if args.output_format == "text" and not args.statistics else sys.stderr
-        print(fix_summary(fixes, "Fixed"), file=summary)
-        if args.show_fixes:
-            summary.write(show_fixes(fixes))
+        if not args.quiet:
+            # Machine-readable formats keep their output to themselves.
+            summary = report if args.output_format in TEXT_FORMATS and not args.statistics else sys.stderr
+            print(fix_summary(fixes, "Fixed"), file=summary)
+            if args.show_fixes:
+                summary.write(show_fixes(fixes))
+        if _fixed_on_request(args, any(f.changed for f in fixes.fixes)) and code == EXIT_CLEAN:
+            code = EXIT_FINDINGS
     return code
 
 
-def _check_stdin(args: argparse.Namespace, settings: Settings, baseline: Counter[Fingerprint] | None) -> int:
+def _fixed_on_request(args: argparse.Namespace, changed: bool) -> bool:
+    """Whether ``--exit-non-zero-on-fix`` turns this run's exit code to 1 (``--exit-zero`` wins, as in ruff)."""
+    return args.exit_non_zero_on_fix and changed and not args.exit_zero
+
+
+def _check_stdin(
+    args: argparse.Namespace, settings: Settings, baseline: Counter[Fingerprint] | None, report: TextIO
+) -> int:
     """Check (or fix, printing the fixed source) the one file read from stdin."""
     path = args.stdin_filename or STDIN
+    if args.stdin_filename and not _checked_paths(args, settings):
+        # --force-exclude and an excluded path: nothing is checked; a fix gives the source back as it came.
+        if args.fix:
+            sys.stdout.buffer.write(sys.stdin.buffer.read())
+        return EXIT_CLEAN
     try:
         source = SourceFile(path, decode_source(sys.stdin.buffer.read(), path), module_name(path))
         checked = check_source(source, settings)
@@ -235,50 +342,60 @@ def _check_stdin(args: argparse.Namespace, settings: Settings, baseline: Counter
         # As ruff does: the fixed source goes to stdout (the diff with --diff), the rest to stderr.
         sys.stdout.write(unified_diff(fixed) if args.diff else fixed.text)
         if not args.diff:
-            remaining = CheckOutcome(fixed.remaining, fixed.errors, 1, len(checked.functions))
+            remaining = CheckOutcome(fixed.remaining, fixed.errors, 1, len(checked.functions), quiet=bool(args.quiet))
             sys.stderr.write(FORMATS["text"](remaining))
-        print(fix_summary(fixes, "Would fix" if args.diff else "Fixed"), file=sys.stderr)
-        if args.show_fixes:
+        _note(args, fix_summary(fixes, "Would fix" if args.diff else "Fixed"))
+        if args.show_fixes and not args.quiet:
             sys.stderr.write(show_fixes(fixes))
         if fixed.errors:
             return EXIT_ERROR
         if args.diff:
             return EXIT_FINDINGS if fixed.changed and not args.exit_zero else EXIT_CLEAN
+        if _fixed_on_request(args, fixed.changed):
+            return EXIT_FINDINGS
         return EXIT_FINDINGS if fixed.remaining and not args.exit_zero else EXIT_CLEAN
     findings = Findings(checked.diagnostics, [], 1, len(checked.functions), stdin=source)
-    return _report(args, settings, findings, baseline)
+    return _report(args, settings, findings, baseline, report)
 
 
 def _report(
-    args: argparse.Namespace, settings: Settings, findings: Findings, baseline: Counter[Fingerprint] | None
+    args: argparse.Namespace,
+    settings: Settings,
+    findings: Findings,
+    baseline: Counter[Fingerprint] | None,
+    report: TextIO,
 ) -> int:
-    """Write the baseline, add noqa comments, or print the findings not in the baseline; give the exit code."""
+    """Write the baseline, add noqa comments, or print the findings not in the baseline to ``report``; give the exit code."""
     if args.write_baseline:
-        return _write_baseline(args.write_baseline, findings)
+        return _write_baseline(args, findings)
     diagnostics = findings.diagnostics
     if baseline is not None:
         diagnostics = _not_in_baseline(args, settings, findings, baseline)
     if args.add_noqa is not None:
-        return _add_noqa(diagnostics, args.add_noqa or None, failed=bool(findings.errors))
+        return _add_noqa(args, diagnostics, failed=bool(findings.errors))
     if args.statistics:
         rows = statistics(diagnostics, _fixable_codes(settings, args.unsafe_fixes))
         render = render_statistics_json if args.output_format == "json" else render_statistics_text
-        sys.stdout.write(render(rows))
+        report.write(render(rows))
     else:
-        outcome = CheckOutcome(diagnostics, findings.errors, findings.files_checked, findings.functions_found)
-        sys.stdout.write(FORMATS[args.output_format](outcome))
+        outcome = CheckOutcome(
+            diagnostics, findings.errors, findings.files_checked, findings.functions_found,
+            lines_of=findings.lines_of, quiet=bool(args.quiet),
+        )
+        report.write(FORMATS[args.output_format](outcome))
     if findings.errors:
         return EXIT_ERROR
     return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
 
 
-def _write_baseline(path: str, findings: Findings) -> int:
+def _write_baseline(args: argparse.Namespace, findings: Findings) -> int:
+    path = args.write_baseline
     try:
         count = write_baseline(path, findings.diagnostics, findings.lines_of)
     except OSError as error:
         print(f"error: {path}: cannot be written ({error.strerror or error})", file=sys.stderr)
         return EXIT_ERROR
-    print(f"Wrote {count} finding{'s' if count != 1 else ''} to {path}.", file=sys.stderr)
+    _note(args, f"Wrote {count} finding{'s' if count != 1 else ''} to {path}.")
     return EXIT_ERROR if findings.errors else EXIT_CLEAN
 
 
@@ -290,13 +407,13 @@ def _not_in_baseline(
     checked = _checked_keys(args, settings, findings, root)
     comparison = compare(findings.diagnostics, baseline, findings.lines_of, root, checked)
     for entry in comparison.stale:
-        print(
+        _note(
+            args,
             f"warning: {args.baseline}: stale entry (no such finding any more): "
             f"{entry.path}: {entry.code} in {entry.scope}: {entry.snippet}",
-            file=sys.stderr,
         )
     if comparison.stale:
-        print(f"Write the baseline again with --write-baseline {args.baseline} to drop them.", file=sys.stderr)
+        _note(args, f"Write the baseline again with --write-baseline {args.baseline} to drop them.")
     return comparison.new
 
 
@@ -307,7 +424,7 @@ def _checked_keys(args: argparse.Namespace, settings: Settings, findings: Findin
     failed = {error.path for error in findings.errors}
     return {
         relative_key(target.path, root)
-        for target in iter_targets(_paths(args), settings)
+        for target in iter_targets(_checked_paths(args, settings), settings)
         if not isinstance(target, SourceError) and target.path not in failed
     }
 
@@ -317,9 +434,10 @@ def _fixable_codes(settings: Settings, unsafe: bool) -> set[str]:
     return {rule.code for rule in selected_rules(settings) if rule.fixer is not None and rule.fix in allowed}
 
 
-def _add_noqa(diagnostics: Sequence[Diagnostic], reason: str | None, failed: bool) -> int:
+def _add_noqa(args: argparse.Namespace, diagnostics: Sequence[Diagnostic], failed: bool) -> int:
     from autograd_lint.lint.add_noqa import add_noqa_to_file
 
+    reason = args.add_noqa or None
     by_file: dict[str, list[Diagnostic]] = {}
     for diagnostic in diagnostics:
         by_file.setdefault(diagnostic.path, []).append(diagnostic)
@@ -333,8 +451,8 @@ def _add_noqa(diagnostics: Sequence[Diagnostic], reason: str | None, failed: boo
             continue
         added += edit.added
         for line in edit.skipped:
-            print(f"warning: {path}:{line}: the line ends inside a string or with a backslash; no noqa added", file=sys.stderr)
-    print(f"Added noqa comments to {added} line{'s' if added != 1 else ''}.", file=sys.stderr)
+            _note(args, f"warning: {path}:{line}: the line ends inside a string or with a backslash; no noqa added")
+    _note(args, f"Added noqa comments to {added} line{'s' if added != 1 else ''}.")
     return EXIT_ERROR if failed else EXIT_CLEAN
 
 
@@ -363,7 +481,7 @@ def show_settings(args: argparse.Namespace, settings: Settings) -> str:
         source = str(found) if found else "none found: defaults"
     shown = {key: _toml_value(key, getattr(settings, field)) for key, (field, _) in KEYS.items()}
     rules = [rule.code for rule in selected_rules(settings)]
-    targets = [] if _reads_stdin(args) else iter_targets(_paths(args), settings)
+    targets = [] if _reads_stdin(args) else iter_targets(_checked_paths(args, settings), settings)
     files = [target.path for target in targets if not isinstance(target, SourceError)]
     if args.output_format == "json":
         document = {"configuration": source, "settings": shown, "rules": rules, "files": files}
@@ -373,3 +491,21 @@ def show_settings(args: argparse.Namespace, settings: Settings) -> str:
     lines += ["", f"Rules that run ({len(rules)}): {', '.join(rules)}", "", f"Files to check ({len(files)}):"]
     lines += [f"  {os.path.normpath(path)}" for path in files]
     return "\n".join(lines) + "\n"
+
+
+def _watched_files(args: argparse.Namespace) -> list[str]:
+    """What ``--watch`` looks at: the files it would check, and every configuration file that may apply."""
+    if args.isolated:
+        configs: list[Path] = []
+    elif args.config:
+        configs = extended_files(args.config)
+    else:
+        start = Path(os.path.commonpath([os.path.abspath(p) for p in _paths(args)]))
+        # A pyproject.toml anywhere up may gain (or lose) the table: each one is watched.
+        configs = [f for d in (start, *start.parents) for f in extended_files(d / CONFIG_FILE)]
+    try:
+        settings = settings_from_args(args)
+    except ConfigError:
+        settings = Settings()  # the check names the problem; its fix is seen through the configuration files
+    targets = iter_targets(_checked_paths(args, settings), settings)
+    return [str(path) for path in configs] + [t.path for t in targets if not isinstance(t, SourceError)]

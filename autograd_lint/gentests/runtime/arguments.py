@@ -1,0 +1,194 @@
+"""Concrete arguments for a case: value domains, values drawn or like the recorded ones, candidate shapes."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterable, Iterator, Sequence
+
+import torch
+
+from autograd_lint.gentests.inputs import ScalarInput, TensorInput
+from autograd_lint.gentests.runtime.cases import Case
+from autograd_lint.gentests.runtime.tensors import is_differentiable_dtype, is_plain
+
+
+Domain = tuple[str, float, float, bool]
+POSITIVE_DEFINITE = "positive_definite"
+SIMPLEX = "simplex"
+UNIT_NORM = "unit_norm"
+DOMAINS: tuple[Domain, ...] = (
+    # name, low, high, random sign
+    ("signed", 0.5, 1.5, True),
+    (POSITIVE_DEFINITE, 0.5, 1.5, False),
+    ("positive", 0.5, 1.5, False),
+    ("unit", 0.1, 0.9, False),
+    # Last resorts for a forward that checks its input: probabilities (each row
+    # positive, summing to one) and unit vectors (each row of norm one).
+    (SIMPLEX, 0.5, 1.5, False),
+    (UNIT_NORM, 0.5, 1.5, True),
+)
+
+
+BATCH_SIZE = 2
+SEED = 0
+
+
+# 2 before 1 so that a forgotten factor shows; 0.5 for exponents and probabilities.
+SCALAR_CANDIDATES = (2, 0.5, 1)
+
+
+def _promoted(arg: Any) -> Any:
+    """A floating (complex) dtype argument as float64 (complex128): it follows the case's tensors,
+    which run in float64, so that forward's output is not rounded to float32 under finite differences."""
+    if isinstance(arg, torch.dtype) and (arg.is_floating_point or arg.is_complex):
+        return torch.complex128 if arg.is_complex else torch.float64
+    return arg
+
+
+def _recorded_args(case: Case) -> tuple[Any, ...]:
+    from autograd_lint.gentests import pickled
+
+    args = pickled.loads(case.pickled or "")[1 if case.with_function else 0:]
+    # A floating dtype argument follows its tensors to float64 (pickles of older recordings keep torch's own).
+    args = tuple(_promoted(a) for a in args)
+    # A tensor subclass (MaskedTensor, a jagged nested tensor) keeps what was recorded: it is not differentiated.
+    top = [a for a in args if is_plain(a) and is_differentiable_dtype(a.dtype)]
+    strided = [a for a in top if a.layout == torch.strided]
+    for tensor_arg in top:
+        if tensor_arg.layout != torch.strided:
+            tensor_arg.requires_grad_(False)
+    if strided and not any(a.requires_grad for a in strided):
+        for tensor_arg in strided:
+            tensor_arg.requires_grad_(True)
+    return args
+
+
+def _drawn_values(shape: tuple[int, ...], dtype: torch.dtype, domain: Domain,
+                  generator: torch.Generator) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator, dtype=torch.float64) > 0.5
+    if not is_differentiable_dtype(dtype):
+        # 0 and 1 are valid indices along any dimension of the candidate shapes.
+        return torch.randint(0, 2, shape, generator=generator).to(dtype)
+    name, low, high, signed = domain
+    real = torch.float64
+    if name == POSITIVE_DEFINITE and _is_square(shape):
+        n = shape[-1]
+        factor = torch.randn(shape, generator=generator, dtype=real)
+        return (factor @ factor.mT / n + torch.eye(n, dtype=real)).to(dtype)
+    magnitude = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
+    if signed:
+        sign = torch.where(torch.rand(shape, generator=generator, dtype=real) > 0.5, 1.0, -1.0)
+        magnitude = magnitude * sign.to(real)
+    if name == SIMPLEX and magnitude.dim():
+        magnitude = magnitude / magnitude.sum(-1, keepdim=True)
+    elif name == UNIT_NORM and magnitude.dim():
+        magnitude = magnitude / torch.linalg.vector_norm(magnitude, dim=-1, keepdim=True)
+    return magnitude.to(dtype)
+
+
+def _is_square(shape: tuple[int, ...]) -> bool:
+    """A matrix, or a batch of them, larger than 1x1."""
+    return len(shape) >= 2 and shape[-1] == shape[-2] > 1
+
+
+def _values_like_recorded(shape: tuple[int, ...], dtype: torch.dtype, stats: dict[str, float | bool],
+                          generator: torch.Generator) -> torch.Tensor:
+    """Random values with the recorded statistics of a tensor too large to record.
+
+    Structure first (a probability vector, a positive-definite or symmetric matrix),
+    else the recorded range, whole numbers where all recorded ones were.
+    """
+    real = torch.float64
+    low, high = float(stats.get("min", -1.0)), float(stats.get("max", 1.0))
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator, dtype=real) > 0.5
+    if stats.get("simplex"):
+        values = torch.softmax(torch.randn(shape, generator=generator, dtype=real), dim=-1)
+    elif stats.get("positive_definite"):
+        n = shape[-1]
+        factor = torch.randn(shape, generator=generator, dtype=real)
+        values = factor @ factor.transpose(-1, -2) / n + torch.eye(n, dtype=real)
+    elif stats.get("integral") or not is_differentiable_dtype(dtype):
+        values = torch.randint(int(low), int(high) + 1, shape, generator=generator).to(real)
+    else:
+        values = low + (high - low) * torch.rand(shape, generator=generator, dtype=real)
+        if stats.get("symmetric") and len(shape) >= 2:
+            values = (values + values.transpose(-1, -2)) / 2
+    return values.to(dtype)
+
+
+def _non_contiguous(values: torch.Tensor) -> torch.Tensor:
+    """The same values, as every other element of a twice larger tensor (as a recorded view was)."""
+    if values.dim() == 0:
+        return values
+    spread = torch.zeros(values.shape[:-1] + (2 * values.shape[-1],), dtype=values.dtype, device=values.device)
+    spread[..., ::2] = values
+    return spread[..., ::2]
+
+
+def _make_tensor(arg: TensorInput, shape: tuple[int, ...], domain: Domain,
+                 generator: torch.Generator) -> torch.Tensor:
+    dtype = getattr(torch, arg.dtype)
+    if arg.values is not None:
+        flat = [float(item) if isinstance(item, str) else item for item in arg.values]
+        values = torch.tensor(flat, dtype=torch.float64 if dtype.is_floating_point else None).to(dtype)
+        values = values.reshape(shape)
+    elif arg.stats is not None:
+        values = _values_like_recorded(shape, dtype, dict(arg.stats), generator)
+    else:
+        values = _drawn_values(shape, dtype, domain, generator)
+    values = values.to(arg.device)
+    if not arg.contiguous:
+        values = _non_contiguous(values)
+    if arg.requires_grad and is_differentiable_dtype(dtype):
+        values.requires_grad_(True)
+    return values
+
+
+def build_args(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]], scalars: Iterator[float],
+               domain: Domain, seed: int, pickled: str | None = None, with_function: bool = False) -> tuple[Any, ...]:
+    if pickled is not None:
+        return _recorded_args(Case((), pickled, with_function))
+    generator = torch.Generator().manual_seed(seed)
+    built = []
+    for arg in case_args:
+        if isinstance(arg, TensorInput):
+            shape = arg.shape if arg.shape is not None else next(shapes)
+            built.append(_make_tensor(arg, shape, domain, generator))
+        elif isinstance(arg, ScalarInput):
+            built.append(next(scalars))
+        else:
+            built.append(_promoted(arg))
+    return tuple(built)
+
+
+def search_shape_plans(count: int) -> list[tuple[tuple[int, ...], ...]]:
+    """Candidate shapes for ``count`` searched tensors, most common layouts first."""
+    same = [(3, 4), (2, 3, 4), (3, 3), (4,), ()]
+    dims = [3, 4, 5, 6, 7, 8, 9, 10][: count + 1]
+    plans: list[tuple[tuple[int, ...], ...]] = [tuple([same[0]] * count)]
+    # Matrix chains (a @ b @ ...), plain and batched.
+    plans.append(tuple((dims[i], dims[i + 1]) for i in range(count)))
+    plans.extend(tuple([shape] * count) for shape in same[1:3])
+    plans.append(tuple((2, dims[i], dims[i + 1]) for i in range(count)))
+    # A matrix with vectors broadcast against its last dimension (bias, scale).
+    plans.append(((3, 4),) + ((4,),) * (count - 1))
+    plans.extend(tuple([shape] * count) for shape in same[3:])
+    unique: list[tuple[tuple[int, ...], ...]] = []
+    for plan in plans:
+        if plan not in unique:
+            unique.append(plan)
+    return unique
+
+
+def search_candidates(
+    plans: Sequence[tuple[tuple[int, ...], ...]], scalar_choices: Iterable[tuple[float, ...]],
+    preferred: Sequence[str] = (),
+) -> Iterator[tuple[tuple[tuple[int, ...], ...], tuple[float, ...], Domain]]:
+    """(shapes, scalar values, value domain) to try, in order; the ``preferred`` domains first."""
+    domains = sorted(DOMAINS, key=lambda d: preferred.index(d[0]) if d[0] in preferred else len(preferred))
+    for plan, scalars, domain in itertools.product(plans, scalar_choices, domains):
+        if domain[0] == POSITIVE_DEFINITE and not any(_is_square(shape) for shape in plan):
+            continue  # no square matrix: the same values as "positive"
+        yield plan, scalars, domain
