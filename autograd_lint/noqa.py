@@ -6,10 +6,14 @@ Two kinds, both with flake8's syntax and meaning:
   (findings whose code starts with one of the codes), found anywhere in the
   physical line as flake8 finds it; as in flake8, a code is letters then digits,
   so ``# noqa: AGL`` is a bare ``# noqa``;
-* for the whole file, a line that starts with ``# flake8: noqa`` (every finding;
-  flake8 reads nothing after it) or ``# autograd-lint: noqa`` (every finding), or
-  ``# autograd-lint: noqa: AGL005, AGL01`` (those codes only, as ruff's
-  ``# ruff: noqa: F401``).
+* for the whole file, a line that starts with ``# autograd-lint: noqa``,
+  ``# ruff: noqa`` or ``# flake8: noqa``: bare, every finding; with codes
+  (``# ruff: noqa: AGL005, AGL01``), only those codes and prefixes.  That is
+  ruff's reading, which :func:`file_noqa` gives ``check`` and the server.
+  flake8 itself reads ``# flake8: noqa: E501`` as a bare ``# flake8: noqa``
+  (it ignores the codes and skips the file) and knows no ``# ruff: noqa``; under
+  flake8 it decides, and the plugin applies only our own directive
+  (:func:`own_file_noqa`).
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ _CODE_LIST = r"[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*"
 # flake8's inline syntax (flake8.defaults.NOQA_INLINE_REGEXP), case-insensitive as there;
 # the codes group stops before a trailing separator, where new codes are inserted.
 LINE_NOQA = re.compile(rf"# noqa(?::[\s]?(?P<codes>{_CODE_LIST}))?", re.IGNORECASE)
-# flake8.defaults.NOQA_FILE, matched at the start of a line as flake8 does.
-_FLAKE8_FILE_NOQA = re.compile(r"\s*# flake8[:=]\s*noqa", re.IGNORECASE)
-_OWN_FILE_NOQA = re.compile(
-    rf"\s*#\s*autograd-lint:\s*noqa(?::\s?(?P<codes>{_CODE_LIST}))?\s*(?:#.*)?$", re.IGNORECASE
+# ruff's file-level exemptions (and flake8.defaults.NOQA_FILE's ``[:=]``), matched at the
+# start of a line as flake8 matches its own.  After ``noqa``: a code list, or the end of the
+# directive; anything else (``# flake8: noqa: see below``) is read as bare, as flake8 reads it.
+_FILE_NOQA = re.compile(
+    rf"\s*#\s*(?P<tool>autograd-lint|ruff|flake8)\s*[:=]\s*noqa"
+    rf"(?::\s?(?P<codes>{_CODE_LIST})\s*(?:#.*)?$)?",
+    re.IGNORECASE,
 )
 _CODE_SEPARATORS = re.compile(r"[,\s]+")
 
@@ -61,19 +68,33 @@ class FileNoqa:
 
 
 def file_noqa(lines: Iterable[str]) -> FileNoqa:
-    """The file-level directives of a file: ``# flake8: noqa`` wins over ``# autograd-lint: noqa: codes``."""
+    """The file-level directives of a file, as ruff reads them (``check``, the server).
+
+    ``# autograd-lint: noqa``, ``# ruff: noqa`` and ``# flake8: noqa`` alike: a
+    bare one silences every finding; with codes, those codes (the codes of all
+    such lines together).
+    """
+    return _file_directives(lines, ("autograd-lint", "ruff", "flake8"))
+
+
+def own_file_noqa(lines: Iterable[str]) -> FileNoqa:
+    """Only ``# autograd-lint: noqa`` directives: under flake8, flake8 reads its own
+    ``# flake8: noqa`` (codes or not, the whole file) and no one reads ``# ruff: noqa``."""
+    return _file_directives(lines, ("autograd-lint",))
+
+
+def _file_directives(lines: Iterable[str], tools: tuple[str, ...]) -> FileNoqa:
     listed: set[str] = set()
     found = False
     for line in lines:
-        if _FLAKE8_FILE_NOQA.match(line):
+        match = _FILE_NOQA.match(line)
+        if match is None or match.group("tool").lower() not in tools:
+            continue
+        codes = _codes(match.group("codes"))
+        if not codes:
             return FileNoqa(frozenset())
-        match = _OWN_FILE_NOQA.match(line)
-        if match:
-            codes = _codes(match.group("codes"))
-            if not codes:
-                return FileNoqa(frozenset())
-            listed |= codes
-            found = True
+        listed |= codes
+        found = True
     return FileNoqa(frozenset(listed) if found else None)
 
 

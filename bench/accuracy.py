@@ -12,8 +12,10 @@ commit into --realcode (default /work/realcode/<name>, from the bare git dirs
 the ``fetch`` tool leaves under --mirrors, default /work/.mirror), runs the
 given ``autograd-lint`` over each with no configuration file, writes all
 diagnostics to --out as JSON and prints per-rule counts.  ``--selection all``
-(the default) selects every rule, off-by-default ones included (the compile
-family AGL150-AGL154, AGL028, AGL030, AGL032, AGL033, AGL100): what the rules can find.  ``--selection
+(the default) runs ``--select ALL``: every rule, off-by-default ones included (the compile
+family AGL150-AGL154, AGL028, AGL030, AGL032, AGL033, AGL100): what the rules can find.
+(A tool older than issue 23 read ``ALL`` as "every default rule"; its ``all`` runs missed the
+off-by-default ones.)  ``--selection
 default`` selects nothing: what a new user gets from a plain ``autograd-lint check``.
 
 ``table`` merges a results file with the judgements (bench/accuracy_judgements.csv:
@@ -104,14 +106,6 @@ def extract(repo: PinnedRepo, mirrors: Path, realcode: Path) -> Path:
     return target
 
 
-def rule_codes(tool: Path) -> list[str]:
-    """Every rule code of the autograd-lint installed next to ``tool``."""
-    python = tool.parent / "python"
-    script = "from autograd_lint.rules import all_rules; print(','.join(r.code for r in all_rules()))"
-    # -P: the working directory must not shadow the tool's own autograd_lint.
-    return subprocess.run([str(python), "-P", "-c", script], check=True, capture_output=True, text=True).stdout.strip().split(",")
-
-
 def count_functions(tool: Path, tree: Path) -> int:
     """How many autograd.Functions the tool discovers in ``tree`` (its own discovery, no import of the code)."""
     script = "import sys; from autograd_lint.model.discovery import discover_functions; print(len(discover_functions(sys.argv[1:])))"
@@ -121,9 +115,9 @@ def count_functions(tool: Path, tree: Path) -> int:
     return int(done.stdout)
 
 
-def lint(tool: Path, tree: Path, codes: list[str] | None) -> dict:
-    """``codes`` None: the default selection."""
-    selection = ["--select", "ALL", "--extend-select", ",".join(codes)] if codes is not None else []
+def lint(tool: Path, tree: Path, every_rule: bool) -> dict:
+    """``every_rule``: ``--select ALL`` (every rule, as in ruff); otherwise the default selection."""
+    selection = ["--select", "ALL"] if every_rule else []
     command = [str(tool), "check", "--isolated", *selection, "--output-format", "json", "--exit-zero", "."]
     done = subprocess.run(command, cwd=tree, capture_output=True, text=True)
     if done.returncode != 0:
@@ -133,14 +127,13 @@ def lint(tool: Path, tree: Path, codes: list[str] | None) -> dict:
 
 def run(args: argparse.Namespace) -> None:
     tool = Path(args.tool).absolute()
-    codes = rule_codes(tool) if args.selection == "all" else None
     diagnostics, errors = [], []
     functions: dict[str, int] = {}
     for repo in pinned_repos():
         if args.only and repo.name not in args.only:
             continue
         tree = extract(repo, args.mirrors, args.realcode)
-        report = lint(tool, tree, codes)
+        report = lint(tool, tree, args.selection == "all")
         for diagnostic in report["diagnostics"]:
             diagnostics.append({"repo": repo.name, **diagnostic, "path": diagnostic["path"].removeprefix("./")})
         errors.extend({"repo": repo.name, **error} for error in report.get("errors", []))

@@ -1,6 +1,6 @@
-"""Latency per edit of ``autograd-lint server`` on a 1,000-line file, measured from a real LSP client.
+"""Latency per edit of ``autograd-lint server``, measured from a real LSP client.
 
-Usage: python bench/lsp_latency.py [--edits N] [--lines N]
+Usage: python bench/lsp_latency.py [--edits N] [--lines N | --file PATH]
 
 Starts the server over stdio with pygls's client, opens a generated file of
 about 1,000 lines (autograd.Functions, some with findings, between ordinary
@@ -69,19 +69,29 @@ def make_source(lines: int) -> tuple[str, int]:
     return text, target
 
 
-async def measure(edits: int, lines: int) -> None:
-    source, target = make_source(lines)
+def real_source(file: Path) -> tuple[str, int]:
+    """A real file's text, and the 0-based line below its first ``def backward`` (the line edited)."""
+    source = file.read_text()
+    target = next(i for i, line in enumerate(source.splitlines()) if line.strip().startswith("def backward")) + 1
+    return source, target
+
+
+async def measure(edits: int, lines: int, file: Path | None = None) -> None:
+    source, target = make_source(lines) if file is None else real_source(file)
     directory = Path(tempfile.mkdtemp(prefix="agl-lsp-bench-"))
-    path = directory / "kernels.py"
+    path = directory / (file.name if file is not None else "kernels.py")
     path.write_text(source)
     uri = path.as_uri()
     published: dict[int, asyncio.Future[int]] = {}
     publications: list[int] = []
     client = LanguageClient("lsp-latency-bench", "1")
 
+    latest: dict[str, list[types.Diagnostic]] = {}
+
     @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
     def on_diagnostics(params: types.PublishDiagnosticsParams) -> None:
         publications.append(params.version or 0)
+        latest[params.uri] = list(params.diagnostics)
         future = published.get(params.version or 0)
         if future is not None and not future.done():
             future.set_result(len(params.diagnostics))
@@ -104,10 +114,13 @@ async def measure(edits: int, lines: int) -> None:
     lines_of_source = source.splitlines(keepends=True)
 
     def change(version: int) -> None:
-        # Alternate the edited return between a correct and a buggy one, so findings change.
         edited = list(lines_of_source)
-        ending = "grad_a, grad_b, grad\n" if version % 2 else "grad_a, grad_b\n"
-        edited[target] = "        return " + ending
+        if file is None:
+            # Alternate the edited return between a correct and a buggy one, so findings change.
+            ending = "grad_a, grad_b, grad\n" if version % 2 else "grad_a, grad_b\n"
+            edited[target] = "        return " + ending
+        elif version % 2:
+            edited[target] = edited[target].rstrip("\n") + "  # edited\n"
         client.text_document_did_change(
             types.DidChangeTextDocumentParams(
                 types.VersionedTextDocumentIdentifier(uri=uri, version=version),
@@ -134,6 +147,25 @@ async def measure(edits: int, lines: int) -> None:
     burst_time = time.perf_counter() - start
     checks = len(publications) - checked_before
 
+    fix_ms = None
+    if file is not None:
+        # One quick-fix request for the last version's first finding, as an editor sends it.
+        last = burst[-1]
+        published[last + 1] = loop.create_future()
+        change(last + 1)
+        await published[last + 1]
+        diagnostics = latest.get(uri, [])
+        if diagnostics:
+            start = time.perf_counter()
+            await client.text_document_code_action_async(
+                types.CodeActionParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    range=diagnostics[0].range,
+                    context=types.CodeActionContext(diagnostics=[diagnostics[0]]),
+                )
+            )
+            fix_ms = (time.perf_counter() - start) * 1000
+
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
@@ -143,6 +175,32 @@ async def measure(edits: int, lines: int) -> None:
     print(f"burst of {len(burst)} changes sent at once: last version's diagnostics after {burst_time * 1000:.0f} ms, "
           f"{checks} checks published")
     print(f"CPU time of one check of the buffer, in this process: {check_cpu_ms(path, source):.0f} ms (best of 10)")
+    if fix_ms is not None:
+        print(f"quick-fix request, client round trip: {fix_ms:.0f} ms; CPU of that one fix in-process: "
+              f"{fix_cpu_ms(path, source):.0f} ms (median of 5)")
+
+
+def fix_cpu_ms(path: Path, source: str) -> float:
+    """The CPU time of the server's work for one quick fix: the first finding with a fix, fixed alone."""
+    from autograd_lint.config import project_settings
+    from autograd_lint.lint.engine import check_source
+    from autograd_lint.lint.fix import fix_diagnostic
+    from autograd_lint.model.source import SourceFile
+    from autograd_lint.rules import rule_by_code
+
+    settings = project_settings([str(path)])
+    file = SourceFile(str(path), source, "kernels")
+    checked = check_source(file, settings)
+    fixable = [d for d in checked.diagnostics if (rule := rule_by_code(d.code)) is not None and rule.fixer is not None]
+    if not fixable:
+        return float("nan")
+    fix_diagnostic(file, settings, fixable[0], checked.analysis)  # imports warmed
+    times = []
+    for _ in range(5):
+        start = time.process_time()
+        fix_diagnostic(file, settings, fixable[0], checked.analysis)
+        times.append(time.process_time() - start)
+    return statistics.median(times) * 1000
 
 
 def check_cpu_ms(path: Path, source: str) -> float:
@@ -165,8 +223,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edits", type=int, default=50)
     parser.add_argument("--lines", type=int, default=1000)
+    parser.add_argument("--file", type=Path, help="a real file to open and edit instead of a generated one")
     args = parser.parse_args()
-    asyncio.run(measure(args.edits, args.lines))
+    asyncio.run(measure(args.edits, args.lines, args.file))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Whether a change leaves ``autograd-lint check`` output byte for byte as it was.
 
 Usage:
-  python bench/same_output.py run --out DIR [--ref REF] [--only NAME ...] [--jobs N]
+  python bench/same_output.py run --out DIR [--ref REF] [--only NAME ...] [--extra DIR ...] [--jobs N]
   python bench/same_output.py compare BEFORE_DIR AFTER_DIR
 
 ``run`` lints every tree of the benches (bench/accuracy_repos.txt, which holds
@@ -9,7 +9,8 @@ the repositories of bench/fuzz_repos.txt at the same commits, and the installed
 torch package) with every rule code named on the command line (``--select``
 with the whole catalogue, not a group name whose meaning may change), in the
 text and JSON output formats, and writes each run's exit code, stdout and
-stderr to DIR/<tree>.<format>.  With ``--ref``, the autograd_lint package of
+stderr to DIR/<tree>.<format>.  ``--extra`` lints further trees already on disk
+(named by their directory), e.g. repositories no bench has tuned on.  With ``--ref``, the autograd_lint package of
 that git commit is extracted to DIR/src and run instead of the working tree's,
 with this interpreter (so a refactoring can be compared with the commit
 before it).  Trees are extracted as bench/accuracy.py does
@@ -59,15 +60,15 @@ def fuzz_slugs() -> dict[str, str]:
     return pins
 
 
-def trees(only: list[str]) -> list[accuracy.PinnedRepo]:
-    """The pinned repositories of both benches, each once."""
+def trees(only: list[str] | None) -> list[accuracy.PinnedRepo]:
+    """The pinned repositories of both benches, each once (those named in ``only``, if given)."""
     repos = accuracy.pinned_repos()
     pinned = {repo.slug: repo.commit for repo in repos}
     for slug, commit in fuzz_slugs().items():
         if pinned.get(slug) != commit:
             # Not the same tree as the accuracy bench's: lint it under its own name.
             repos.append(accuracy.PinnedRepo(slug.replace("/", "+") + "@" + commit[:12], slug, commit))
-    return [repo for repo in repos if not only or repo.name in only]
+    return [repo for repo in repos if only is None or repo.name in only]
 
 
 def source_tree(ref: str | None, out: Path) -> Path:
@@ -89,9 +90,10 @@ def run(args: argparse.Namespace) -> None:
         [sys.executable, "-P", "-c", _CODES, str(src)], check=True, capture_output=True, text=True
     ).stdout.strip()
     (out / "codes.txt").write_text(codes + "\n")
-    for repo in trees(args.only):
-        tree = accuracy.extract(repo, args.mirrors, args.realcode)
-        for output_format in FORMATS:
+    located = [(repo.name, accuracy.extract(repo, args.mirrors, args.realcode)) for repo in trees(args.only)]
+    located += [(Path(extra).name, Path(extra)) for extra in args.extra]
+    for name, tree in located:
+        for output_format in args.formats:
             command = [
                 sys.executable, "-P", "-c", _LAUNCH, str(src), "check", "--isolated", "--select", codes,
                 "--output-format", output_format, "--jobs", str(args.jobs), ".",
@@ -100,8 +102,8 @@ def run(args: argparse.Namespace) -> None:
             done = subprocess.run(command, cwd=tree, capture_output=True)
             seconds = time.perf_counter() - started
             record = b"exit %d\n--- stdout\n%s--- stderr\n%s" % (done.returncode, done.stdout, done.stderr)
-            (out / f"{repo.name}.{output_format}").write_bytes(record)
-            print(f"{repo.name:28} {output_format:5} exit {done.returncode}  {len(done.stdout):>9} bytes  {seconds:6.1f} s")
+            (out / f"{name}.{output_format}").write_bytes(record)
+            print(f"{name:28} {output_format:5} exit {done.returncode}  {len(done.stdout):>9} bytes  {seconds:6.1f} s")
 
 
 def compare(args: argparse.Namespace) -> None:
@@ -126,7 +128,11 @@ def main() -> None:
     runner = sub.add_parser("run")
     runner.add_argument("--out", required=True)
     runner.add_argument("--ref", help="a git commit whose autograd_lint to run (default: the working tree)")
-    runner.add_argument("--only", nargs="*", default=[], help="tree names (as in bench/accuracy_repos.txt)")
+    runner.add_argument(
+        "--only", nargs="*", default=None, help="tree names (as in bench/accuracy_repos.txt); none: only --extra"
+    )
+    runner.add_argument("--extra", nargs="*", default=[], help="further trees to lint, by directory")
+    runner.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
     runner.add_argument("--jobs", type=int, default=2)
     runner.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     runner.add_argument("--realcode", type=Path, default=Path("/work/realcode"))

@@ -14,6 +14,7 @@ import os
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from typing import Mapping
 
 from autograd_lint.config import ConfigError, add_config_arguments, project_settings
 from autograd_lint.gentests import recording
@@ -22,7 +23,8 @@ from autograd_lint.gentests.checks import checks_for
 from autograd_lint.gentests.custom_ops import op_targets, output_name as op_output_name, plan_op, render_op_module
 from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
-from autograd_lint.gentests.not_derivative import not_the_derivative
+from autograd_lint.gentests.param_uses import parameter_uses
+from autograd_lint.gentests.not_derivative import not_the_derivative, sampled_gradient, surrogate_of_a_step
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
 from autograd_lint.gentests.domains import preferred_domains
 from autograd_lint.gentests.low_precision import LowPrecision, declared_low_precision
@@ -107,10 +109,10 @@ def group_by_module(specs: list[FunctionSpec], recorded: recording.Recording | N
 def plan_function(
     spec: FunctionSpec, specs: list[FunctionSpec], sites: list[CallSite], recorded: recording.Recording,
     surrogate: Surrogate | None = None, compile_parity: bool = False, tolerance: Tolerance | None = None,
-    low_precision: LowPrecision | None = None, domains: tuple[str, ...] = (),
+    low_precision: LowPrecision | None = None, domains: tuple[str, ...] = (), uses: Mapping[str, str] | None = None,
 ) -> FunctionPlan:
     inputs: FunctionInputs = choose_inputs(
-        spec, recorded.cases_for(spec), match_call_sites(spec, sites, specs), default_sources(spec)
+        spec, recorded.cases_for(spec), match_call_sites(spec, sites, specs), default_sources(spec), uses
     )
     checks = checks_for(spec, inputs, surrogate, compile_parity, low_precision is not None)
     return FunctionPlan(spec, inputs, checks, surrogate, tolerance, low_precision, domains)
@@ -213,18 +215,27 @@ def run(args: argparse.Namespace) -> int:
                                "gradient and a low-precision kernel; its test compares it with the low-precision "
                                "reference only")
                     surrogate = None
-                elif surrogate is None and (reason := not_the_derivative(spec, lines)) is not None:
-                    surrogate = Surrogate(None, inferred=reason)
+                elif surrogate is None and (reason := not_the_derivative(spec, lines)
+                                            or surrogate_of_a_step(spec, lines)) is not None:
+                    surrogate = Surrogate(None, inferred=reason, sampled=sampled_gradient(spec, lines) is not None)
                     hints.append(f"{spec.path}:{spec.position.line}: {spec.qualname}: backward plainly is not the "
                                  f"derivative of forward: {reason}; generated as a surrogate gradient with "
                                  "test_gradcheck expected to fail (declare it, or fix backward)")
+                elif surrogate is None and (reason := sampled_gradient(spec, lines)) is not None:
+                    surrogate = Surrogate(None, inferred=reason, sampled=True)
+                    hints.append(f"{spec.path}:{spec.position.line}: {spec.qualname}: backward plainly is not the "
+                                 f"derivative of forward: {reason}; generated as a surrogate gradient with "
+                                 "test_gradcheck expected to fail (declare it, or fix backward)")
+                elif surrogate is not None and surrogate.inferred is None and sampled_gradient(spec, lines):
+                    surrogate = Surrogate(surrogate.reference, sampled=True)
                 try:
                     tolerance = declared_tolerance(spec, lines, configured_tolerances)
                 except DeclarationError as error:
                     report(str(error))
                     tolerance = None
                 plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity, tolerance,
-                                           low_precision, preferred_domains(spec, lines)))
+                                           low_precision, preferred_domains(spec, lines),
+                                           parameter_uses(spec, lines)))
             return plans, render_module(target.module, plans, root_from_test)
 
         hints: list[str] = []

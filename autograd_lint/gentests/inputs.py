@@ -20,7 +20,9 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, replace
+from typing import Mapping
 
+from autograd_lint.gentests.param_uses import INTEGER, TENSOR
 from autograd_lint.model.spec import FunctionSpec, Kind, Param
 
 
@@ -108,6 +110,8 @@ class InputCase:
     with_function: bool = False
     # The process group the call was recorded under, if any.
     process_group: ProcessGroupInput | None = None
+    # A pickled case's positions whose tensors must not require grad (backward never differentiates them).
+    no_grad: tuple[int, ...] = ()
 
     @property
     def has_non_tensor(self) -> bool:
@@ -290,6 +294,7 @@ def parameter_kinds(spec: FunctionSpec) -> dict[str, Kind]:
 def _parameter_inputs(
     params: tuple[Param, ...], default_source: dict[str, str | None], shaped: bool,
     never_differentiated: frozenset[int] = frozenset(), kinds: dict[str, Kind] | None = None,
+    uses: Mapping[str, str] | None = None,
 ) -> list[Input] | str:
     """Inputs for ``params``, or a reason why they can't be given.
 
@@ -299,8 +304,15 @@ def _parameter_inputs(
     ``never_differentiated`` and not known to be a tensor; a tensor that never gets
     a gradient does not require one.  Trailing parameters whose default is not a
     literal are left out, so that the Function's own default applies.
+
+    ``uses`` (:func:`.param_uses.parameter_uses`) refine an unannotated parameter: one
+    read as a number through ``.item()`` or ``int()`` is a 0-d tensor (an int64 1
+    when backward never differentiates it: a dimension or a count passed as a
+    tensor; else a float 0-d tensor), one used through other tensor attributes is a
+    tensor even where backward never differentiates it (then without gradient).
     """
     kinds = kinds or {}
+    uses = uses or {}
     sizes: dict[str, int] = {}
     inputs: list[Input] = []
     for index, param in enumerate(params):
@@ -314,6 +326,13 @@ def _parameter_inputs(
             continue
         if param.annotation is None and not shaped:
             kind = kinds.get(param.name, Kind.UNKNOWN)
+            if uses.get(param.name) == INTEGER and kind is not Kind.NON_TENSOR:
+                inputs.append(TensorInput((), "int64", requires_grad=False, values=(1,))
+                              if index in never_differentiated else TensorInput(()))
+                continue
+            if uses.get(param.name) == TENSOR and kind is Kind.UNKNOWN and index in never_differentiated:
+                inputs.append(TensorInput(None, requires_grad=False))
+                continue
             if kind is Kind.NON_TENSOR or (kind is Kind.UNKNOWN and index in never_differentiated):
                 inputs.append(ScalarInput())
                 continue
@@ -344,16 +363,21 @@ def choose_inputs(
     recorded: list[InputCase],
     call_sites: list[InputCase],
     default_source: dict[str, str | None],
+    uses: Mapping[str, str] | None = None,
 ) -> FunctionInputs:
     """The input cases of ``spec`` from the most preferred source that has any.
 
     ``default_source`` maps each forward parameter with a default to the source of
     that default when it is a literal (None otherwise), see :func:`.literals.default_sources`.
+    ``uses`` is :func:`.param_uses.parameter_uses` of ``spec``.  An input whose
+    gradient every ``return`` of backward spells ``None`` never requires grad, in
+    any case: backward does not differentiate it by design (a mask, a fixed filter).
     """
+    never = never_differentiated(spec)
     if recorded:
-        return FunctionInputs(Origin.RECORDED, distinct(recorded))
+        return FunctionInputs(Origin.RECORDED, distinct([_without_grad(case, never) for case in recorded]))
     if call_sites:
-        return FunctionInputs(Origin.STATIC, distinct(call_sites))
+        return FunctionInputs(Origin.STATIC, distinct([_without_grad(case, never) for case in call_sites]))
     params = spec.forward_inputs
     if params is None:
         return FunctionInputs(
@@ -363,7 +387,18 @@ def choose_inputs(
     if not isinstance(annotated, str):
         return FunctionInputs(Origin.STATIC, (normalise_case(tuple(annotated)),))
     searched = _parameter_inputs(params, default_source, shaped=False,
-                                 never_differentiated=never_differentiated(spec), kinds=parameter_kinds(spec))
+                                 never_differentiated=never, kinds=parameter_kinds(spec), uses=uses)
     if isinstance(searched, str):
         return FunctionInputs(Origin.NONE, (), searched)
     return FunctionInputs(Origin.SEARCH, (normalise_case(tuple(searched)),))
+
+
+def _without_grad(case: InputCase, positions: frozenset[int]) -> InputCase:
+    """``case`` with the tensors at ``positions`` (backward never differentiates them) not requiring grad."""
+    if not positions:
+        return case
+    args = tuple(replace(arg, requires_grad=False) if isinstance(arg, TensorInput) and index in positions else arg
+                 for index, arg in enumerate(case.args))
+    if case.pickled is not None:
+        return replace(case, args=args, no_grad=tuple(sorted(i for i in positions if i < len(case.args))))
+    return replace(case, args=args)

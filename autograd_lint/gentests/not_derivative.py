@@ -18,7 +18,17 @@ incoming gradient ``g``; either style, ``setup_context`` or not), where a backwa
   ``g`` unchanged for ``p``: the overwritten elements have derivative 0;
 * **straight-through estimator**: forward returns ``round``, ``floor``, ``ceil``,
   ``trunc``, ``sign`` or ``heaviside`` of input ``p``, and backward returns the
-  gradient for ``p``: the derivative of a step function is 0 almost everywhere.
+  gradient for ``p``: the derivative of a step function is 0 almost everywhere;
+* **surrogate of a step**: every output of forward is piecewise constant in input
+  ``p`` (built from ``p`` only through comparisons ``p > t``/``p.gt(t)``, the step
+  functions above, ``argmax``/``argmin``, ``one_hot``, and casts, sums and products of
+  such values: a spike ``(mem > thr).float()``), and backward returns for ``p`` a
+  gradient that is neither ``None`` nor zeros (a smooth surrogate): the derivative
+  of forward in ``p`` is 0 almost everywhere;
+* **sampled gradient**: backward draws random numbers (``torch.rand*``,
+  ``multinomial``, ``bernoulli``, ``normal``, ``poisson``, ``dirichlet``-like
+  ``.sample()``/``.rsample()``, Gumbel noise ``-log(-log(u))`` from these): its gradient is a
+  sample, not the derivative; such a Function is also not asked for a deterministic backward.
 
 gradcheck must fail on each.  Such a Function is deliberate more often than not,
 but the same pattern can be a bug: gen-tests generates it as an undeclared
@@ -297,4 +307,169 @@ def _identities_not_passed(forward: ast.FunctionDef, backward: ast.FunctionDef, 
             return None
         if (why := _identity_not_passed(name, forms[inputs.index(name)] - {"none"})) is not None:
             return why
+    return None
+
+
+# Values that are piecewise constant whatever their operands: booleans, indices, steps.
+_DISCRETE = frozenset({
+    "gt", "ge", "lt", "le", "eq", "ne", "greater", "greater_equal", "less", "less_equal", "not_equal",
+    "logical_not", "logical_and", "logical_or", "logical_xor", "isnan", "isinf", "isfinite", "signbit",
+    "argmax", "argmin", "argsort", "one_hot", "bucketize", "searchsorted",
+}) | _STEP_FUNCTIONS
+# Operations whose result is piecewise constant in ``p`` when every operand is: casts, arithmetic, reshaping.
+_COMBINING = frozenset({
+    "float", "double", "half", "bfloat16", "long", "int", "bool", "byte", "short", "to", "type", "type_as",
+    "mul", "add", "sub", "div", "neg", "multiply", "sum", "mean", "cumsum", "clone", "detach", "contiguous",
+    "view", "view_as", "reshape", "reshape_as", "squeeze", "unsqueeze", "expand", "expand_as", "flatten",
+    "permute", "transpose", "t", "where", "masked_fill", "cat", "stack", "abs",
+})
+# Attributes that describe a tensor without its values.
+_METADATA = frozenset({"shape", "dtype", "device", "ndim", "layout", "is_cuda", "requires_grad"})
+_MODULES = frozenset({"torch", "F", "functional", "nn", "math", "np", "numpy"})
+
+
+class _Forward:
+    """Which values of forward depend on input ``p``, and which are piecewise constant in it."""
+
+    def __init__(self, forward: ast.FunctionDef, inputs: list[str]) -> None:
+        self.inputs = inputs
+        self.assigned = _assignments(forward)
+        stores: dict[str, int] = {}
+        for node in ast.walk(forward):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stores[node.id] = stores.get(node.id, 0) + 1
+        simple = {name: len(values) for name, values in self.assigned.items()}
+        # Bound some other way too (a loop, an unpacking, ``with ... as``), or written in place: unknown values.
+        self.opaque = {name for name, count in stores.items() if count != simple.get(name, 0)}
+        self.opaque |= _written_subscripts(forward)
+        self.opaque |= {name for name, values in self.assigned.items()
+                        if any(isinstance(v, (ast.AugAssign, ast.AnnAssign))
+                               or (isinstance(v, ast.Constant) and v.value == "opaque") for v in values)}
+
+    def depends(self, expr: ast.AST, p: str, depth: int = 0) -> bool:
+        if depth > 6:
+            return True
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name):
+                if node.id == p or node.id in self.opaque:
+                    return True
+                if node.id in self.assigned and node.id not in self.inputs and any(
+                        self.depends(value, p, depth + 1) for value in self.assigned[node.id]):
+                    return True
+        return False
+
+    def constant_pieces(self, expr: ast.AST, p: str, depth: int = 0) -> bool:
+        """Whether ``expr`` is piecewise constant in ``p`` (False where unsure)."""
+        if depth > 6:
+            return False
+        if not self.depends(expr, p, depth):
+            return True
+        if isinstance(expr, ast.Name):
+            if expr.id == p or expr.id in self.opaque or expr.id not in self.assigned:
+                return False
+            return all(self.constant_pieces(value, p, depth + 1) for value in self.assigned[expr.id])
+        if isinstance(expr, ast.Compare):
+            return True
+        if isinstance(expr, ast.BinOp):
+            return self.constant_pieces(expr.left, p, depth) and self.constant_pieces(expr.right, p, depth)
+        if isinstance(expr, ast.UnaryOp):
+            return self.constant_pieces(expr.operand, p, depth)
+        if isinstance(expr, ast.IfExp):
+            return self.constant_pieces(expr.body, p, depth) and self.constant_pieces(expr.orelse, p, depth)
+        if isinstance(expr, ast.Attribute):
+            return expr.attr in _METADATA
+        if isinstance(expr, ast.Subscript):
+            return self.constant_pieces(expr.value, p, depth) and self.constant_pieces(expr.slice, p, depth)
+        if isinstance(expr, (ast.Tuple, ast.List)):
+            return all(self.constant_pieces(element, p, depth) for element in expr.elts)
+        if isinstance(expr, ast.Call):
+            return self._call_constant_pieces(expr, p, depth)
+        return False
+
+    def _call_constant_pieces(self, call: ast.Call, p: str, depth: int) -> bool:
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        if name in _DISCRETE:
+            return True
+        if name not in _COMBINING:
+            return False
+        operands: list[ast.expr] = list(call.args) + [keyword.value for keyword in call.keywords]
+        if isinstance(func, ast.Attribute) and not (isinstance(func.value, ast.Name) and func.value.id in _MODULES) \
+                and not isinstance(func.value, ast.Attribute):
+            operands.append(func.value)
+        if name == "where" and operands:
+            operands = operands[1:]  # the condition is boolean: piecewise constant whatever it is
+        return all(self.constant_pieces(operand, p, depth) for operand in operands)
+
+
+def surrogate_of_a_step(spec: FunctionSpec, lines: Sequence[str]) -> str | None:
+    """Why backward is a surrogate: forward is piecewise constant in an input backward returns a gradient for."""
+    forward_method, backward_method = spec.method("forward"), spec.backward_method
+    inputs_params = spec.forward_inputs
+    if forward_method is None or backward_method is None or inputs_params is None:
+        return None
+    inputs = [param.name for param in inputs_params]
+    grads = [param.name for param in backward_method.positional[1:]]
+    forward, backward = method_ast(forward_method, lines), method_ast(backward_method, lines)
+    if forward is None or backward is None or not grads or not inputs:
+        return None
+    outputs: list[ast.expr] = []
+    for value in _returns(forward):
+        if value is None:
+            return None
+        outputs += value.elts if isinstance(value, ast.Tuple) else [value]
+    if not outputs:
+        return None
+    model = _Forward(forward, inputs)
+    returned = _returns(backward)
+    if not returned or any(value is None for value in returned):
+        return None
+    for position, name in enumerate(inputs):
+        if not all(model.constant_pieces(output, name) for output in outputs) or not any(
+                model.depends(output, name) for output in outputs):
+            continue
+        gradients = [_element_at(value, position) for value in returned]
+        if any(g is None for g in gradients):
+            continue  # a starred or shorter return: not recognised
+        backward_assigned = _assignments(backward)
+        forms = {_gradient_form(possible, grads[0]) or "other"
+                 for g in gradients for possible in _resolve(g, backward_assigned)}  # type: ignore[arg-type]
+        if forms <= {"none", "zeros"}:
+            continue
+        return (f"forward is piecewise constant in {name!r} (it uses {name!r} only through comparisons, steps or "
+                f"casts: derivative 0 almost everywhere) and backward returns a gradient for it: a surrogate "
+                "gradient")
+    return None
+
+
+def _element_at(value: ast.expr | None, position: int) -> ast.expr | None:
+    if value is None:
+        return None
+    elements = value.elts if isinstance(value, ast.Tuple) else [value]
+    if any(isinstance(e, ast.Starred) for e in elements) or position >= len(elements):
+        return None
+    return elements[position]
+
+
+_RANDOM = frozenset({
+    "rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm", "multinomial", "bernoulli",
+    "normal", "poisson", "bernoulli_", "normal_", "uniform_", "exponential_", "geometric_", "cauchy_",
+    "log_normal_", "random_", "sample", "rsample", "gumbel_softmax",
+})
+
+
+def sampled_gradient(spec: FunctionSpec, lines: Sequence[str]) -> str | None:
+    """Why backward's gradient is a random sample (it draws random numbers), or None."""
+    backward_method = spec.backward_method
+    backward = method_ast(backward_method, lines) if backward_method is not None else None
+    if backward is None:
+        return None
+    for node in ast.walk(backward):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if name in _RANDOM:
+                line = backward_method.position.line + node.lineno - 1  # type: ignore[union-attr]
+                return (f"backward draws random numbers ({name}, line {line}): its gradient is a sample, not the "
+                        "derivative of forward (a sampled gradient)")
     return None

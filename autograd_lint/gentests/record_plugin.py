@@ -53,6 +53,7 @@ MAX_SEQUENCE_LENGTH = 16
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    _hint_at_the_file_option()
     group = parser.getgroup("autograd-lint")
     # A plain flag: an optional value would swallow a test path typed after it
     # (`pytest --autograd-record tests/test_x.py` once overwrote that test file).
@@ -78,6 +79,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --autograd-record: also record the Functions and custom ops defined in "
         "torch itself (to run `autograd-lint gen-tests` on torch's own code)",
     )
+
+
+def _hint_at_the_file_option() -> None:
+    """Make ``--autograd-record=FILE`` (the flag takes no value) say which option takes the file.
+
+    argparse rejects it before any hook runs ("ignored explicit argument"), so the
+    hint goes into pytest's argument parser's error, once.
+    """
+    from _pytest.config import argparsing
+
+    # Its name changed between pytest versions; without either, the plain error stands.
+    parser_class = getattr(argparsing, "PytestArgumentParser", None) or getattr(argparsing, "MyOptionParser", None)
+    error = getattr(parser_class, "error", None)
+    if error is None or getattr(error, "autograd_lint_hint", False):
+        return
+
+    def error_with_hint(self: Any, message: str) -> Any:
+        if "--autograd-record: ignored explicit argument" in message:
+            message += ("; --autograd-record takes no value: to choose the file, give --autograd-record-file=FILE "
+                        "(it implies --autograd-record)")
+        return error(self, message)
+
+    error_with_hint.autograd_lint_hint = True  # type: ignore[attr-defined]
+    parser_class.error = error_with_hint  # type: ignore[union-attr]
+
+
+# The words of a generated check's skip reason when the time limit cut it off (runtime.budget.CUT_OFF;
+# not imported from there: this plugin stays torch-free).
+_CUT_OFF = "did not finish within"
+_CHECK_SECONDS = "AUTOGRAD_LINT_CHECK_SECONDS"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """A generated suite says how many checks its time limit cut off: their verdicts are unknown."""
+    cut = [report for report in terminalreporter.stats.get("skipped", [])
+           if isinstance(report.longrepr, tuple) and _CUT_OFF in str(report.longrepr[-1])
+           and "verdict is unknown" in str(report.longrepr[-1])]
+    if cut:
+        terminalreporter.write_line(
+            f"autograd-lint: {len(cut)} generated check(s) cut off by the time limit ({_CHECK_SECONDS}); "
+            "their verdict is unknown: " + ", ".join(report.nodeid for report in cut[:5])
+            + (" ..." if len(cut) > 5 else ""))
 
 
 def pytest_configure(config: pytest.Config) -> None:

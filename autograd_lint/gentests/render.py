@@ -71,6 +71,8 @@ class FunctionPlan:
             return tolerance
         if check is Check.VMAP:
             return ", surrogate=True"
+        if check is Check.SURROGATE_GRADIENTS and surrogate.sampled:
+            return ", sampled=True"
         if check is Check.SURROGATE_REFERENCE and surrogate.reference is not None:
             if surrogate.reference_is_import:
                 return f", reference=load_reference({_quoted(surrogate.reference)})"
@@ -128,7 +130,8 @@ def _case_source(case: InputCase, domains: tuple[str, ...] = ()) -> str:
         chunks = [case.pickled[i:i + _PICKLE_LINE] for i in range(0, len(case.pickled), _PICKLE_LINE)]
         body = "\n".join(f"            {_quoted(chunk)}" for chunk in chunks)
         function = ", function=True" if case.with_function else ""
-        return f"recorded(\n{body}\n        {function}{group})"
+        no_grad = f", no_grad={_tuple_source(case.no_grad)}" if case.no_grad else ""
+        return f"recorded(\n{body}\n        {function}{no_grad}{group})"
     items = [_input_source(arg) for arg in case.args]
     drawn = any(isinstance(arg, TensorInput) and arg.values is None for arg in case.args)
     preferred = f", domains={_tuple_source(domains)}" if domains and drawn else ""

@@ -9,6 +9,9 @@ for.  Declared as such, they get the checks that still hold instead (see
     # autograd-lint: surrogate-gradient reference=lambda x, alpha: -alpha * x
     class GradientReversal(torch.autograd.Function):
 
+(``surrogate-gradient sampled`` for a backward whose gradient is a random sample:
+no deterministic backward is asked of it)
+
 (on the lines just above the ``class`` line, among its decorators, or at the end
 of it), or an entry of ``[tool.autograd-lint] surrogate-gradients``, which maps
 a Function's qualified name to its reference (``""`` for none).  The optional
@@ -28,7 +31,10 @@ from typing import Mapping, Sequence
 
 from autograd_lint.model.spec import FunctionSpec
 
-_DECLARATION = re.compile(r"#\s*autograd-lint:\s*surrogate-gradient\b(?:\s+reference=(?P<reference>.*?))?\s*$")
+_DECLARATION = re.compile(
+    r"#\s*autograd-lint:\s*surrogate-gradient\b(?:\s+sampled\b)?(?:\s+reference=(?P<reference>.*?))?\s*$")
+# ``sampled``: backward's gradient is a random sample, so no determinism is asked of it.
+_SAMPLED = re.compile(r"#\s*autograd-lint:\s*surrogate-gradient\s+sampled\b")
 _DOTTED_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 
 
@@ -37,8 +43,10 @@ class Surrogate:
     """A declared surrogate gradient; ``reference`` is the source of the reference function, if any."""
 
     reference: str | None
-    # Not declared: recognised by :func:`.not_derivative.not_the_derivative`, which says why.
+    # Not declared: recognised by :mod:`.not_derivative`, which says why.
     inferred: str | None = None
+    # backward draws random numbers (:func:`.not_derivative.sampled_gradient`): no determinism is asked of it.
+    sampled: bool = False
 
     @property
     def reference_is_import(self) -> bool:
@@ -107,4 +115,7 @@ def declared_surrogate(spec: FunctionSpec, lines: Sequence[str], configured: Map
     Raises :class:`DeclarationError` for a reference that does not parse.
     """
     found = declaration(spec, lines, configured, _DECLARATION, "surrogate-gradients")
-    return None if found is None else Surrogate(check_reference(*found))
+    if found is None:
+        return None
+    sampled = any(_SAMPLED.search(text) for _, text in comment_lines(spec, lines))
+    return Surrogate(check_reference(*found), sampled=sampled)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from autograd_lint.lint.fix import read_for_rewrite, rewrite, verify
-from autograd_lint.model.source import SourceError
+from autograd_lint.model.source import SourceError, split_lines
 from autograd_lint.noqa import add_codes, comment_layout
 from autograd_lint.rules.base import Diagnostic
 
@@ -36,7 +36,7 @@ def add_noqa_to_text(text: str, diagnostics: Iterable[Diagnostic], reason: str |
     codes: dict[int, list[str]] = defaultdict(list)
     for diagnostic in diagnostics:
         codes[diagnostic.line].append(diagnostic.code)
-    lines = text.splitlines(keepends=True)
+    lines = list(split_lines(text))  # a form feed or U+2028 ends no line: the findings' line numbers are the tokenizer's
     edit = NoqaEdit(text)
     layout = comment_layout(text)
     if layout is None:  # does not tokenize: no line can be edited safely

@@ -89,7 +89,9 @@ SEVERITY_POLICY = (
     "- **info**: style, deprecation, compatibility (`torch.compile`, a future PyTorch) and performance.\n\n"
     "A rule whose parts differ says so per finding (AGL002: an instance call is an error, a "
     "`@classmethod` is info; AGL013: an index out of range is an error, a gradient gated on the wrong "
-    "flag a warning; AGL023: deprecated `torch.cuda.amp` decorators are info).\n\n"
+    "flag a warning; AGL023: deprecated `torch.cuda.amp` decorators are info; AGL001: a wrong count "
+    "is info where forward marks every output non-differentiable, so backward never runs; AGL153: a "
+    "classmethod `setup_context` is an error, since torch.compile raises on it).\n\n"
 )
 
 

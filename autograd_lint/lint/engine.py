@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from autograd_lint import noqa
-from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze, syntax_check
+from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze
 from autograd_lint.model.extract import is_decorated
 from autograd_lint.model.guard import stage
 from autograd_lint.model.source import SourceFile, split_lines
@@ -22,34 +22,43 @@ from autograd_lint.rules import all_rules
 from autograd_lint.rules.base import Diagnostic, FunctionContext, Report, Rule
 from autograd_lint.settings import Settings
 
+def _specificity(selector: str) -> int:
+    """How specific a selector is: ``ALL`` least (ruff's reading), then by length."""
+    return 0 if selector == "ALL" else len(selector)
+
+
 def _matches(code: str, selectors: Iterable[str]) -> str | None:
-    """The longest selector that is a prefix of ``code`` ("ALL" matches everything)."""
+    """The most specific selector that matches ``code`` ("ALL" matches everything)."""
     best = None
     for selector in selectors:
         selector = selector.upper()
         if selector == "ALL" or code.startswith(selector):
-            if best is None or len(selector) > len(best):
+            if best is None or _specificity(selector) > _specificity(best):
                 best = selector
     return best
 
 
 def is_selected(rule: type[Rule], settings: Settings, path: str | None = None) -> bool:
-    """ruff's semantics: the most specific of select / ignore wins; ties go to ignore."""
+    """ruff's semantics: the most specific of select / ignore wins; ties go to ignore.
+
+    A rule that is off by default runs only when its own code or ``ALL`` selects it:
+    ``AGL`` or ``AGL0`` mean the default rules of that family, ``ALL`` means every rule.
+    """
     explicit = _matches(rule.code, settings.extend_select) or _matches(rule.code, settings.select)
     if explicit is None:
         return False
     enabled = rule.enabled_by_default or (rule.on_when_compiling and settings.uses_compile)
-    if not enabled and len(explicit) < len(rule.code) and explicit != rule.code:
-        return False  # off-by-default rules need their own code in select
+    if not enabled and explicit not in (rule.code, "ALL"):
+        return False  # off-by-default rules need their own code (or ALL) in select
     ignored = _matches(rule.code, settings.ignore)
     if path is not None:
         posix = Path(path).as_posix()
         for pattern, codes in settings.per_file_ignores:
             if fnmatch.fnmatch(posix, pattern) or fnmatch.fnmatch(posix, f"*/{pattern}"):
                 match = _matches(rule.code, codes)
-                if match and (ignored is None or len(match) > len(ignored)):
+                if match and (ignored is None or _specificity(match) > _specificity(ignored)):
                     ignored = match
-    return ignored is None or len(explicit) > len(ignored)
+    return ignored is None or _specificity(explicit) > _specificity(ignored)
 
 
 def selected_rules(settings: Settings, path: str | None = None) -> list[Rule]:
@@ -93,13 +102,17 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
                 reports = list(rule.check_findings(analysis, settings, others))
                 diagnostics.update(_diagnostics(path, rule, reports))
                 continue
-            reports = list(rule.check_module(analysis, settings))
+            # A rule that looks outside the Function classes has nothing to find when the
+            # text shows none of what it needs (the module may be parsed whole for another rule).
+            shown = not rule.needs or not rule.needs.isdisjoint(analysis.shown_needs)
+            reports = list(rule.check_module(analysis, settings)) if shown else []
             for function in analysis.functions:
                 if is_decorated(function, analysis.source.text):
                     continue  # a class decorator may change the contract (torch's supports_tensorlist wraps apply)
                 reports.extend(rule.check_function(FunctionContext(function, analysis, settings)))
         diagnostics.update(_diagnostics(path, rule, reports))
-    result = sorted(diagnostics, key=Diagnostic.sort_key)
+    # The message breaks ties: two findings of one rule at one place (a set, in hash order) must print in one order.
+    result = sorted(diagnostics, key=lambda d: (d.sort_key(), d.message))
     return _without_noqa(result, split_lines(analysis.source.text)) if honour_noqa else result
 
 
@@ -122,10 +135,11 @@ def every_finding(analysis: FileAnalysis, settings: Settings, but: str) -> list[
 
 @dataclass(frozen=True)
 class SourceCheck:
-    """The Functions of one file checked on its own, and its findings."""
+    """The Functions of one file checked on its own, its findings, and the analysis they came from."""
 
     functions: list[FunctionSpec]
     diagnostics: list[Diagnostic]
+    analysis: FileAnalysis
 
 
 def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
@@ -134,9 +148,8 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
     The file is compiled in full, as a file named on the command line is.  Its
     Functions are recognised from the file alone and ``extra-function-bases``.
     """
-    syntax_check(source)
-    analysis = analyze(source, {}, settings, module_needs(settings))
-    return SourceCheck(analysis.functions, check_analysis(analysis, settings))
+    analysis = analyze(source, {}, settings, module_needs(settings), compile_whole=True)
+    return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
 
 
 def _without_noqa(diagnostics: Sequence[Diagnostic], lines: Sequence[str]) -> list[Diagnostic]:

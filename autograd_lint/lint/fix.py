@@ -225,19 +225,24 @@ def fix_file(path: str, known: Mapping[str, FunctionSpec], settings: Settings, u
     return result
 
 
-def fix_diagnostic(source: SourceFile, settings: Settings, diagnostic: Diagnostic) -> str | None:
+def fix_diagnostic(
+    source: SourceFile, settings: Settings, diagnostic: Diagnostic, analysis: FileAnalysis | None = None
+) -> str | None:
     """``source`` with the one finding ``diagnostic`` fixed (safe or unsafe), or None when it can't be.
 
     What an editor's quick fix applies: the finding's own rule, at its own place,
-    and a result that parses and compiles.
+    and a result that parses and compiles.  ``analysis`` is the analysis of
+    ``source`` the finding came from, when the caller kept it (else it is made again).
     """
     rule = rule_by_code(diagnostic.code)
     if rule is None or rule.fixer is None:
         return None
     module = parse_checked(source.text, source.path)
-    if isinstance(module, str):
+    if isinstance(module, str) or module.code != source.text:
+        # libcst drops a form feed that precedes code on its line: the fix would change other lines.
         return None
-    analysis = analyze(source, {}, settings, module_needs(settings))
+    if analysis is None or analysis.source.text != source.text:
+        analysis = analyze(source, {}, settings, module_needs(settings))
     text = _apply(rule(), analysis, module, [diagnostic], settings)
     if text == source.text or verify(text, source.path) is not None:
         return None

@@ -2,9 +2,10 @@
 
 flake8 hands each file over on its own, so a Function whose base class is defined
 in another file is not recognised here (``autograd-lint check`` analyses whole
-runs); everything else goes through the same analysis and rules.  Selection and
-``# noqa`` are flake8's own, and ``# autograd-lint: noqa`` file-level comments are
-honoured here as by ``autograd-lint check``.
+runs); everything else goes through the same analysis and rules.  Selection,
+``# noqa`` and ``# flake8: noqa`` are flake8's own (flake8 reads ``# flake8: noqa: E501``
+as silencing the whole file, where ``check`` reads it as ruff does: E501 only), and
+``# autograd-lint: noqa`` file-level comments are honoured here as by ``autograd-lint check``.
 
 The project options come from flake8's own options (``--agl-extra-function-bases``,
 ``--agl-allowed-ctx-tensor-attributes``, also read from flake8's config files) and
@@ -27,7 +28,7 @@ from autograd_lint.model.analysis import analyze
 from autograd_lint.model.custom_ops import mentions_custom_op
 from autograd_lint.config import ConfigError, identifiers, project_settings, qualified_names
 from autograd_lint.lint.engine import check_analysis, module_needs
-from autograd_lint.noqa import file_noqa
+from autograd_lint.noqa import own_file_noqa
 from autograd_lint.rules import all_rules
 from autograd_lint.rules.agl100_unused_noqa import UnusedNoqa
 from autograd_lint.settings import Settings
@@ -124,7 +125,7 @@ class AutogradLintChecker:
             yield 1, 0, f"{UNCHECKED_CODE} file not checked by autograd-lint: {error.problem}", type(self)
             return
         # flake8 applies line noqa and `# flake8: noqa` itself, but does not know ours.
-        whole_file = file_noqa(self.lines)
+        whole_file = own_file_noqa(self.lines)
         for diagnostic in diagnostics:
             if whole_file.silences(diagnostic.code):
                 continue

@@ -1,24 +1,38 @@
-"""Analysing one file: locate the classes that can be Functions, parse them, describe them.
+"""Analysing one file, in stages that each run once and hand the next their result:
 
-This is the only place that decides how much of a file libcst parses:
+    read -> guard -> locate -> parse -> describe
 
-* nothing, when no class header has a base that can lead to a Function;
-* the candidate class blocks alone, in the common case;
-* the whole module, when a block does not parse on its own or when the module
-  uses one of its Functions outside the class in a way a selected rule declares
-  it needs to see (:class:`ModuleNeed`: ``Fn(...)``, ``Fn.forward(...)``,
-  ``Fn.apply([a, b])``, ``Fn.apply`` in a module that uses torch.func).
+* **read** (the caller): the :class:`SourceFile`, its text and module name.
+* **guard** (:class:`Guard`): CPython's verdict on the text, which is what libcst may
+  parse.  The whole text is compiled at most once: up front for a file named on the
+  command line (``compile_whole``), else only when a later stage needs it; each part cut
+  out of the file (a class block, custom-op statements) is compiled where it is cut.
+* **locate** (:func:`locate`): from the text alone, the imports, the class headers that
+  can be Functions, whether a rule needs the whole module, whether custom ops can be here.
+* **parse** (:func:`parse`): this is the only place that decides how much of a file
+  libcst parses:
 
-For custom ops (files whose text passes :func:`mentions_custom_op`), it parses the
-whole module when the Function analysis already did, else only the statements
-the custom-op finder can read (:func:`~autograd_lint.model.custom_ops.custom_op_source`),
-else (statements that a text scan can't tell apart, or that don't parse alone)
-the whole module.
+  - nothing, when no class header has a base that can lead to a Function;
+  - the candidate class blocks alone, in the common case;
+  - the whole module, when a block does not parse on its own or when the module
+    uses one of its Functions outside the class in a way a selected rule declares
+    it needs to see (:class:`ModuleNeed`: ``Fn(...)``, ``Fn.forward(...)``,
+    ``Fn.apply([a, b])``, ``Fn.apply`` in a module that uses torch.func).
+
+  For custom ops (files whose text passes :func:`mentions_custom_op`), it parses the
+  whole module when the Function analysis already did, else only the statements
+  the custom-op finder can read (:func:`~autograd_lint.model.custom_ops.custom_op_source`),
+  else (statements that a text scan can't tell apart, or that don't parse alone)
+  the whole module.
+* **describe** (:func:`describe`): the :class:`FunctionSpec` of each Function, each of
+  its methods with its semantic model (:mod:`.semantic`, built by the same builder as
+  the method's spec), and the custom ops and registrations: the :class:`FileAnalysis`.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import keyword
 import re
 import sys
@@ -96,6 +110,10 @@ class FileAnalysis:
     open_refs: set[str] = field(default_factory=set)
     # The custom ops the file defines and registers on; None for a file that has none.
     custom_ops: CustomOpModule | None = None
+    # The needs whose signs the text shows (a subset of the caller's): a module-level rule
+    # whose needs are not among them has nothing to find, whatever else made the module
+    # be parsed whole, and is not run (see the engine).
+    shown_needs: frozenset[ModuleNeed] = frozenset()
 
     # What model.usage derives from the whole module, built on the first rule's request
     # and shared by the others.
@@ -107,7 +125,10 @@ class FileAnalysis:
 
     @cached_property
     def function_uses(self) -> list[FunctionUse]:
-        """Every call on a Function class of this module (:func:`usage.function_uses`)."""
+        """Every call on a Function class of this module (:func:`usage.function_uses`);
+        none when the text shows no such call (the module may be parsed whole for another need)."""
+        if ModuleNeed.FUNCTION_USES not in self.shown_needs:
+            return []
         return usage.function_uses(self)
 
     @cached_property
@@ -132,18 +153,13 @@ def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None 
     return "Function" in text and ("autograd" in text or "autograd" in path)
 
 
-def syntax_check(source: SourceFile) -> None:
-    """Raise :class:`SourceError` when the running Python cannot compile ``source``."""
-    problem = python_rejects(source.text, source.path)
-    if problem is not None:
-        raise SourceError(source.path, problem[0], problem[1])
-
-
+@functools.lru_cache(maxsize=8)
 def python_rejects(text: str, path: str) -> tuple[str, int | None] | None:
     """Why CPython, at its default recursion limit, does not compile ``text``, and on which line.
 
     ``None`` when it does.  Code that passes this is what libcst may parse (see
-    :func:`autograd_lint.model.guard.compile_like_cpython`).
+    :func:`autograd_lint.model.guard.compile_like_cpython`).  Cached: a file checked
+    on its own is compiled by the syntax check and again before its whole-module parse.
     """
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     try:
@@ -160,6 +176,53 @@ def python_rejects(text: str, path: str) -> tuple[str, int | None] | None:
     return None
 
 
+class Guard:
+    """CPython's verdict (:func:`python_rejects`) on one file's text, asked at most once,
+    and on the parts cut out of it, each asked where it is cut."""
+
+    def __init__(self, source: SourceFile) -> None:
+        self.source = source
+        self._asked = False
+        self._problem: tuple[str, int | None] | None = None
+
+    def require_whole(self) -> None:
+        """Raise :class:`SourceError` when the running Python cannot compile the whole text."""
+        if not self._asked:
+            self._problem = python_rejects(self.source.text, self.source.path)
+            self._asked = True
+        if self._problem is not None:
+            raise SourceError(self.source.path, *self._problem)
+
+    def accepts(self, part: str) -> bool:
+        """Whether the running Python compiles ``part``, a piece cut out of the file."""
+        return python_rejects(part, self.source.path) is None
+
+
+@dataclass(frozen=True)
+class Located:
+    """What the text of a file shows before anything is parsed."""
+
+    imports: ImportMap
+    # The class headers whose bases can lead to a Function (none inside a string).
+    headers: list[ClassHeader]
+    # The needs whose signs the text shows: the whole module is parsed when there is one.
+    shown_needs: frozenset[ModuleNeed]
+    # Whether the file can define or register a custom op (:func:`mentions_custom_op`).
+    mentions_ops: bool
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """The parsed code of a file: what :func:`describe` reads."""
+
+    # The Functions' code: their class blocks, or the whole module; empty without candidates.
+    function_units: list[ParsedUnit]
+    # The whole module, when the Functions' code needed it.
+    whole_module: ParsedUnit | None
+    # The code the custom-op finder reads; None for a file without custom ops.
+    ops_unit: ParsedUnit | None
+
+
 def analyze(
     source: SourceFile,
     known: Mapping[str, FunctionSpec],
@@ -167,6 +230,8 @@ def analyze(
     needs: frozenset[ModuleNeed] = EVERY_NEED,
     run_ops: RunCustomOps | None = None,
     mentions_ops: bool | None = None,
+    *,
+    compile_whole: bool = False,
 ) -> FileAnalysis:
     """Find and describe the Functions and custom ops of ``source``; raises :class:`SourceError`.
 
@@ -175,35 +240,107 @@ def analyze(
     ``run_ops`` holds the custom ops and registrations of the other files of the
     run, once they are known (see :func:`autograd_lint.model.discovery.run`).
     ``mentions_ops`` is :func:`mentions_custom_op` of the text, when the caller
-    has asked already (a scan of the whole text).
+    has asked already (a scan of the whole text).  ``compile_whole`` compiles the
+    whole text first, so that any syntax error in it is reported (a file named on
+    the command line, stdin, an editor's buffer).
 
     Each step runs as a named :func:`~autograd_lint.model.guard.stage`, so that a
     failure says where it happened.
     """
+    guard = Guard(source)
+    if compile_whole:
+        guard.require_whole()
+    located = locate(source, known, settings, needs, mentions_ops)
+    parsed = parse(source, located, guard)
+    return describe(source, located, parsed, known, settings, run_ops, guard)
+
+
+def locate(
+    source: SourceFile,
+    known: Mapping[str, FunctionSpec],
+    settings: Settings,
+    needs: frozenset[ModuleNeed],
+    mentions_ops: bool | None,
+) -> Located:
+    """What the text shows: imports, candidate Function classes, uses a rule needs, custom ops."""
+    text = source.text
+    with stage(source.path, "scanning the text"):
+        imports = ImportMap.from_text(text, source.module, source.path.endswith("__init__.py"))
+        bases = FUNCTION_BASES | settings.extra_bases
+
+        def is_function_base(name: str) -> bool:
+            qualified = imports.resolve(name)
+            return qualified is not None and (qualified in bases or qualified in known)
+
+        headers = outside_strings(candidate_headers(class_headers(text), is_function_base), text)
+        shown: set[ModuleNeed] = set()
+        if headers:
+            names = "|".join(sorted({re.escape(h.name) for h in headers}))
+            uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
+            if ModuleNeed.FUNCTION_USES in needs and _is_used(text, uses):
+                shown.add(ModuleNeed.FUNCTION_USES)
+            for need in needs - {ModuleNeed.FUNCTION_USES}:
+                if _apply_needs_module(text, names, imports, frozenset({need})):
+                    shown.add(need)
+        if mentions_ops is None:
+            mentions_ops = mentions_custom_op(text)
+    return Located(imports, headers, frozenset(shown), mentions_ops)
+
+
+def parse(source: SourceFile, located: Located, guard: Guard) -> Parsed:
+    """Parse what :func:`locate` found: the Functions' class blocks or the whole module, and
+    the custom-op statements (see the module's docstring)."""
+    function_units: list[ParsedUnit] = []
+    whole_module = None
+    ops_unit = None
+    with stage(source.path, "parsing"):
+        if located.headers:
+            blocks = None if located.shown_needs else _block_units(source, located.headers, guard)
+            if blocks is None:
+                whole_module = _parse_whole(source, guard)
+                blocks = [whole_module]
+            function_units = blocks
+        if located.mentions_ops:
+            ops_unit = whole_module or _custom_op_unit(source, located.imports, guard)
+    return Parsed(function_units, whole_module, ops_unit)
+
+
+def describe(
+    source: SourceFile,
+    located: Located,
+    parsed: Parsed,
+    known: Mapping[str, FunctionSpec],
+    settings: Settings,
+    run_ops: RunCustomOps | None,
+    guard: Guard,
+) -> FileAnalysis:
+    """The Functions (each method with its semantic model) and custom ops of the parsed code."""
     path = source.path
-    with stage(path, "scanning the text"):
-        imports = ImportMap.from_text(source.text, source.module, path.endswith("__init__.py"))
-        analysis = FileAnalysis(source, imports)
-    _describe_functions(analysis, known, settings, needs)
-    if mentions_ops is None:
-        mentions_ops = mentions_custom_op(source.text)
-    if mentions_ops:
+    analysis = FileAnalysis(
+        source, located.imports, whole_module=parsed.whole_module, shown_needs=located.shown_needs
+    )
+    if parsed.function_units:
+        with stage(path, "building the model"):
+            extraction = extract_functions(
+                parsed.function_units, located.imports, source.module, known, settings.extra_bases
+            )
+        analysis.functions = extraction.functions
+        analysis.units = extraction.units
+        analysis.open_refs = extraction.open_refs
+    unit = parsed.ops_unit
+    if unit is not None:
         with stage(path, "describing custom ops"):
-            unit = analysis.whole_module or _custom_op_unit(source, imports)
-            if unit is not None:
-                found = extract_custom_ops(unit, imports, source.module, run_ops)
-                if found.ops or found.foreign:
-                    if unit.line_map is not None:
-                        # Parsed in part: a file with custom ops that Python does not compile
-                        # is still reported as such, as when it was parsed whole.
-                        problem = python_rejects(source.text, path)
-                        if problem is not None:
-                            raise SourceError(path, *problem)
-                    analysis.custom_ops = found
+            found = extract_custom_ops(unit, located.imports, source.module, run_ops)
+            if found.ops or found.foreign:
+                if unit.line_map is not None:
+                    # Parsed in part: a file with custom ops that Python does not compile
+                    # is still reported as such, as when it was parsed whole.
+                    guard.require_whole()
+                analysis.custom_ops = found
     return analysis
 
 
-def _custom_op_unit(source: SourceFile, imports: ImportMap) -> ParsedUnit | None:
+def _custom_op_unit(source: SourceFile, imports: ImportMap, guard: Guard) -> ParsedUnit | None:
     """The statements of ``source`` that can define or register a custom op, parsed
     (positions are the file's); ``None`` when there are none.
 
@@ -214,43 +351,12 @@ def _custom_op_unit(source: SourceFile, imports: ImportMap) -> ParsedUnit | None
     if picked is None:
         return None
     text, line_map = picked
-    if line_map is not None and python_rejects(text, source.path) is None:
+    if line_map is not None and guard.accepts(text):
         try:
             return ParsedUnit.parse(source.path, text, line_map=line_map)
         except cst.ParserSyntaxError:
             pass
-    return _parse_whole(source)
-
-
-def _describe_functions(
-    analysis: FileAnalysis, known: Mapping[str, FunctionSpec], settings: Settings, needs: frozenset[ModuleNeed]
-) -> None:
-    source, imports, path = analysis.source, analysis.imports, analysis.source.path
-    with stage(path, "scanning the text"):
-        bases = FUNCTION_BASES | settings.extra_bases
-
-        def is_function_base(name: str) -> bool:
-            qualified = imports.resolve(name)
-            return qualified is not None and (qualified in bases or qualified in known)
-
-        headers = outside_strings(candidate_headers(class_headers(source.text), is_function_base), source.text)
-        if not headers:
-            return
-        names = "|".join(sorted({re.escape(h.name) for h in headers}))
-        uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
-        used = (ModuleNeed.FUNCTION_USES in needs and _is_used(source.text, uses)) or _apply_needs_module(
-            source.text, names, imports, needs
-        )
-    with stage(path, "parsing"):
-        units = None if used else _block_units(source, headers)
-        if units is None:
-            analysis.whole_module = _parse_whole(source)
-            units = [analysis.whole_module]
-    with stage(path, "building the model"):
-        extraction = extract_functions(units, imports, source.module, known, settings.extra_bases)
-    analysis.functions = extraction.functions
-    analysis.units = extraction.units
-    analysis.open_refs = extraction.open_refs
+    return _parse_whole(source, guard)
 
 
 def _is_used(text: str, uses: re.Pattern[str]) -> bool:
@@ -416,7 +522,7 @@ def _container_argument(text: str, start: int) -> bool:
     return arguments.cut or any(t.lstrip()[:1] in ("(", "[", "{") for t in arguments.texts)
 
 
-def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedUnit] | None:
+def _block_units(source: SourceFile, headers: list[ClassHeader], guard: Guard) -> list[ParsedUnit] | None:
     """Parse each candidate class on its own; ``None`` if one of them doesn't parse,
     if two of them have the same qualified name (their rules would not know which
     block holds which), or if a base names a candidate that has another ``class``
@@ -434,7 +540,7 @@ def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedU
             continue  # nested in a block already taken
         block = class_block(lines, header)
         qualname = scope_prefix(block.enclosing) + header.name
-        if qualname in qualnames or python_rejects(block.source, source.path) is not None:
+        if qualname in qualnames or not guard.accepts(block.source):
             return None
         qualnames.add(qualname)
         try:
@@ -454,10 +560,8 @@ def _block_units(source: SourceFile, headers: list[ClassHeader]) -> list[ParsedU
     return units
 
 
-def _parse_whole(source: SourceFile) -> ParsedUnit:
-    problem = python_rejects(source.text, source.path)
-    if problem is not None:
-        raise SourceError(source.path, *problem)
+def _parse_whole(source: SourceFile, guard: Guard) -> ParsedUnit:
+    guard.require_whole()
     try:
         return ParsedUnit.parse(source.path, source.text)
     except cst.ParserSyntaxError as exc:

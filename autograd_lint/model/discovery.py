@@ -36,13 +36,12 @@ from autograd_lint.model.analysis import (
     ModuleNeed,
     analyze,
     mentions_function,
-    syntax_check,
 )
 from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, link_custom_ops, mentions_custom_op
 from autograd_lint.model.guard import in_deep_stack, run_guarded, stage
 from autograd_lint.model.locate import INDENT, line_matches
 from autograd_lint.settings import Settings
-from autograd_lint.model.source import SourceError, SourceFile, read_source
+from autograd_lint.model.source import SourceError, SourceFile, namespace_names, read_source
 from autograd_lint.model.spec import FunctionSpec
 
 T = TypeVar("T")
@@ -178,10 +177,9 @@ _Task = tuple[str, bool, bool]
 
 
 def _analyse(source: SourceFile, explicit: bool, state: _Round[T], mentions_ops: bool | None = None) -> FileResult[T]:
-    if explicit:
-        syntax_check(source)
     analysis = analyze(
-        source, state.known, state.settings, state.needs, run_ops=state.run_ops, mentions_ops=mentions_ops
+        source, state.known, state.settings, state.needs, run_ops=state.run_ops, mentions_ops=mentions_ops,
+        compile_whole=explicit,
     )
     if analysis.custom_ops is not None and state.run_ops is None:
         # The last round (_link_custom_ops) links the file's custom ops with those of the
@@ -474,6 +472,7 @@ def run(
         else:
             targets.setdefault(target.path, target.explicit)
     extra = _words_pattern(name.rsplit(".", 1)[-1] for name in settings.extra_bases)
+    roots = _import_roots(paths)
     state: _Round[T] = _Round({}, settings, job, needs, extra_words=extra)
     tasks: list[_Task] = [(path, explicit, False) for path, explicit in targets.items()]
     results: dict[str, FileResult[T]] = {}
@@ -487,11 +486,11 @@ def run(
         while tasks:
             for result in rounds.run(tasks, state):
                 results[result.path] = result
-            new = {
-                f.full_name: f for path, _, _ in tasks for f in results[path].functions if f.full_name not in known
-            }
-            if not new:
+            fresh = [f for path, _, _ in tasks for f in results[path].functions if f.full_name not in known]
+            if not fresh:
                 break
+            new = {f.full_name: f for f in fresh}
+            new.update(_namespace_aliases(fresh, roots, {**known, **new}))
             known.update(new)
             # A file refers to a Function of another module by its top-level name.
             top_names = {f.qualname.split(".", 1)[0] for f in new.values()}
@@ -511,6 +510,35 @@ def run(
     errors.extend(r.error for r in results.values() if r.error is not None)
     ordered = [results[p] for p in sorted(results) if results[p].analysed and results[p].error is None]
     return Run(ordered, errors, files_seen=len(targets))
+
+
+def _import_roots(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """Where imports of the checked code are resolved from, in order: each checked
+    directory (a checked file's own directory), then the working directory."""
+    roots: list[str] = []
+    for raw in paths:
+        path = os.path.abspath(os.fspath(raw))
+        root = path if os.path.isdir(path) else os.path.dirname(path)
+        if root not in roots:
+            roots.append(root)
+    if os.getcwd() not in roots:
+        roots.append(os.getcwd())
+    return roots
+
+
+def _namespace_aliases(
+    functions: Iterable[FunctionSpec], roots: Sequence[str], known: Mapping[str, FunctionSpec]
+) -> dict[str, FunctionSpec]:
+    """The Functions of ``functions`` under the names their files import as through
+    namespace packages (:func:`namespace_names`), so that ``from models.base import
+    Base`` finds ``models/base.py``'s ``Base`` in a tree without ``__init__.py`` files.
+    A name two files would take (or one a Function already has) names neither: an
+    ambiguous import is left unresolved, as an import from outside the run is."""
+    claims: dict[str, list[FunctionSpec]] = {}
+    for function in functions:
+        for module in namespace_names(function.path, roots):
+            claims.setdefault(f"{module}.{function.qualname}", []).append(function)
+    return {name: found[0] for name, found in claims.items() if len(found) == 1 and name not in known}
 
 
 class _Rounds:

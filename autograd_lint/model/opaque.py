@@ -99,6 +99,30 @@ def opaque_call(model: MethodModel, call: cst.Call, module_text: str | None = No
     return None
 
 
+# What makes a function of this module more than torch code: a Triton or cuTile launch,
+# a compiled extension's function, a torch.ops call (its autograd registration is not
+# visible), numpy or a tensor's host copy.
+_NOT_TORCH_TEXT = re.compile(
+    _TRITON_LAUNCH_TEXT.pattern
+    + r"|\b\w+(?:_cuda|_C|_ext|_cpp)\.\w+\s*\(|\btorch\.ops\.|\bnp\.|\bnumpy\b|\.numpy\(|\.item\(|\.tolist\(|"
+    r"\.data_ptr\(|\blaunch\(|\bctypes\b|\bcupy\b"
+)
+_TORCH_TEXT = re.compile(r"\btorch\.|\.(?:sum|mean|mul|matmul|exp|log|sqrt|pow|reshape|view|expand|clamp)\(|[-+*/@]")
+
+
+def is_torch_helper(model: MethodModel, call: cst.Call, module_text: str | None) -> bool:
+    """Whether ``call`` calls a function this module defines (``def name`` in its
+    text, ``name`` not bound in the body) whose ``def`` reads as torch code: tensor
+    math, and nothing of what :func:`opaque_call` or a host round trip looks for.
+    Autograd sees through such a helper as through the backward's own torch code."""
+    if module_text is None or not isinstance(call.func, cst.Name):
+        return False
+    name = call.func.value
+    if model.bindings_of(name) or not re.search(rf"^def[ \t]+{re.escape(name)}\b", module_text, re.MULTILINE):
+        return False
+    return _def_uses(module_text, name, _TORCH_TEXT) and not _def_uses(module_text, name, _NOT_TORCH_TEXT)
+
+
 def opaque_calls(model: MethodModel, module_text: str | None = None) -> list[OpaqueCall]:
     """The opaque calls of ``model``'s body, in walk order."""
     found = []

@@ -46,6 +46,15 @@ from autograd_lint.model.spec import Kind
 ALIAS_METHODS = frozenset(
     "view view_as reshape contiguous squeeze unsqueeze t transpose expand flatten".split()
 )
+# torch.distributed collectives that write their first argument, a tensor, in place
+# (all_gather, reduce_scatter and all_to_all write the tensors of a list instead).
+COLLECTIVE_WRITES = frozenset(
+    f"torch.distributed.{name}"
+    for name in (
+        "all_reduce broadcast reduce all_gather_into_tensor reduce_scatter_tensor all_to_all_single "
+        "recv irecv scatter _all_gather_base _reduce_scatter_base".split()
+    )
+)
 # Attributes that are views of their tensor (the transposes).
 VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
 # What a tensor tells about itself without its data being read: attributes, and methods
@@ -178,14 +187,21 @@ class InplaceWrite:
     """An in-place write (to a tensor, or ``clear()`` of a container), and the bindings
     whose object it writes (empty when the target is not a local, e.g. ``ctx.buf``).
 
+    The write reaches the bindings through views and ``.detach()`` of them too
+    (``x.detach().apply_(f)``, ``x[:, 0].zero_()``, ``x.t().mul_(2)`` all write
+    ``x``'s storage); ``through`` then names the first such step, as written
+    (``.detach()``, ``[...]``, ``.t()``), else it is None.  A collective
+    (``dist.all_reduce(x)``) writes its first argument.
+
     ``self_copy`` is true for ``t.copy_(t)`` (the data does not change).
     """
 
     node: cst.CSTNode
-    how: str  # "mul_()", "[...] =", "+=", "out=", "torch.relu_()"
+    how: str  # "mul_()", "[...] =", "+=", "out=", "torch.relu_()", "torch.distributed.all_reduce()"
     target: cst.BaseExpression
     origins: frozenset[Binding]
     self_copy: bool = False
+    through: str | None = None
 
     @property
     def names(self) -> frozenset[str]:
@@ -762,6 +778,65 @@ class BindingFacts:
                     break
 
 
+# Methods whose result shares its receiver's storage (beyond ALIAS_METHODS): an in-place
+# write to the result writes the receiver.  `detach` shares storage (and the version
+# counter); `.data` is left out: writes through it are the deliberate, untracked way
+# (weight clipping, optimizers).
+_STORAGE_METHODS = ALIAS_METHODS | frozenset(
+    "detach view_as permute narrow select expand_as unflatten movedim swapaxes swapdims diagonal unfold "
+    "as_strided real imag".split()
+)
+
+
+def _setattr_literal(node: cst.Call, qualified: str | None) -> str | None:
+    """The attribute of ``setattr(name, "attribute", value)``, spelt as a string literal."""
+    if qualified not in ("setattr", "builtins.setattr") or len(node.args) != 3:
+        return None
+    if any(arg.keyword is not None or arg.star for arg in node.args):
+        return None
+    owner, attribute = node.args[0].value, node.args[1].value
+    if not isinstance(owner, cst.Name) or not isinstance(attribute, cst.SimpleString):
+        return None
+    value = attribute.evaluated_value
+    return value if isinstance(value, str) and value.isidentifier() else None
+
+
+def _storage_of(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str | None]:
+    """The expression whose storage a write to ``expr`` writes, and the first step that
+    was seen through (None when ``expr`` is written as it is)."""
+    through = None
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and (
+            expr.func.attr.value in _STORAGE_METHODS or is_inplace_name(expr.func.attr.value)
+        ):
+            step = f".{expr.func.attr.value}()"
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute) and expr.attr.value in VIEW_ATTRIBUTES:
+            step = f".{expr.attr.value}"
+            expr = expr.value
+        elif isinstance(expr, cst.Subscript) and _is_basic_subscript(expr):
+            step = "[...]"
+            expr = expr.value
+        else:
+            return expr, through
+        through = through or step
+
+
+def _is_basic_subscript(node: cst.Subscript) -> bool:
+    """``x[...]`` with slices, integer literals, ``None`` and ``...`` only: a view of ``x``."""
+    for element in node.slice:
+        piece = element.slice
+        if isinstance(piece, cst.Slice):
+            continue
+        value = piece.value
+        if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+            value = value.expression
+        if isinstance(value, (cst.Integer, cst.Ellipsis)) or (isinstance(value, cst.Name) and value.value == "None"):
+            continue
+        return False
+    return True
+
+
 def _origins(expr: cst.BaseExpression, reaching: Callable[[cst.Name], frozenset[Binding]]) -> frozenset[Binding]:
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
         method = expr.func.attr.value
@@ -1325,6 +1400,14 @@ class _Walker:
             self.model.calls.append((name, node))
         qualified = self.imports.resolve(name) if name else None
         positional = [a for a in node.args if a.keyword is None and not a.star]
+        if qualified in COLLECTIVE_WRITES and positional:
+            self._inplace(positional[0].value, node, f"{qualified}()", env)
+        attribute = _setattr_literal(node, qualified)
+        if attribute is not None:
+            # `setattr(ctx, "x", value)` is `ctx.x = value`.
+            owner = node.args[0].value
+            assert isinstance(owner, cst.Name)
+            self._flow(Sink.CTX_ATTRIBUTE, node, node.args[2].value, attribute, owner=owner.value)
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver = func.value
@@ -1372,7 +1455,12 @@ class _Walker:
     def _inplace(self, target: cst.BaseExpression, node: cst.CSTNode, how: str, env: _Env,
                  self_copy: bool = False) -> None:
         origins = _origins(target, self.model.reaching)
-        self.model.inplace_writes.append(InplaceWrite(node, how, target, origins, self_copy))
+        through = None
+        if not origins:
+            written, through = _storage_of(target)
+            origins = _origins(written, self.model.reaching) if through is not None else frozenset()
+            through = through if origins else None
+        self.model.inplace_writes.append(InplaceWrite(node, how, target, origins, self_copy, through))
 
 
 def _with_narrowed(binding: Binding) -> Iterator[Binding]:

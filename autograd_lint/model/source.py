@@ -15,8 +15,11 @@ import os
 import re
 import tokenize
 from dataclasses import dataclass
+from typing import Sequence
 
 _LONE_CR = re.compile(r"\r(?!\n)")
+# One line and its break, as the tokenizer ends lines (the last line may have no break).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 # Python's first two lines, where a PEP 263 cookie counts: a lone \r ends a line too.
 _FIRST_TWO_LINES = re.compile(rb"([^\r\n]*(?:\r\n|\r|\n)?)([^\r\n]*(?:\r\n|\r|\n)?)")
 
@@ -75,10 +78,13 @@ def has_lone_cr(text: str) -> bool:
 def split_lines(text: str) -> tuple[str, ...]:
     r"""``text``'s lines as Python's tokenizer counts them, each with its line break.
 
-    ``text`` is a :class:`SourceFile`'s (no lone ``\r``); unlike
-    ``str.splitlines(keepends=True)``, only ``\n`` ends a line.  Cached: the
-    engine and the rules ask for the lines of the same file again and again.
+    A line ends at ``\n``, ``\r\n`` or a lone ``\r`` (the Language Server
+    Protocol counts lines the same way), and each line keeps its own break;
+    unlike ``str.splitlines(keepends=True)``, nothing else ends a line.  Cached:
+    the engine and the rules ask for the lines of the same file again and again.
     """
+    if "\r" in text:
+        return tuple(_LINE.findall(text))
     lines = [line + "\n" for line in text.split("\n")]
     last = lines.pop()[:-1]
     if last:
@@ -183,6 +189,40 @@ def _package_parts(directory: str) -> tuple[str, ...]:
     if not name.isidentifier() or not os.path.isfile(os.path.join(directory, "__init__.py")):
         return ()
     return (*_package_parts(os.path.dirname(directory)), name)
+
+
+def namespace_names(path: str | os.PathLike[str], roots: Sequence[str]) -> list[str]:
+    """The other dotted names ``path`` imports as when ``roots`` are on ``sys.path`` and the
+    directories between a root and the file are namespace packages (no ``__init__.py``).
+
+    :func:`module_name` walks up through ``__init__.py`` packages only, so in a tree
+    without them ``models/base.py`` is ``base``; here it is also ``models.base`` for the
+    root above ``models``.  For each root (absolute paths, in order) that holds the
+    file: the names relative to the root, then relative to the root's ``src/`` (a src
+    layout).  Names equal to :func:`module_name`'s are left out; every part must be an
+    identifier.
+    """
+    regular = module_name(path)
+    if regular is None:
+        return []
+    directory = os.path.dirname(os.path.abspath(path))
+    # The directory above the file's regular package chain (its own directory without one).
+    top = directory
+    for _ in range(len(regular.split(".")) - (0 if os.path.basename(path).startswith("__init__.") else 1)):
+        top = os.path.dirname(top)
+    names: list[str] = []
+    for root in roots:
+        for base in (root, os.path.join(root, "src")):
+            relative = os.path.relpath(top, base)
+            if relative == os.curdir:
+                continue  # the regular name itself
+            parts = relative.split(os.sep)
+            if parts[0] == os.pardir or not all(part.isidentifier() for part in parts):
+                continue
+            name = ".".join([*parts, regular])
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def read_source(path: str) -> SourceFile:

@@ -28,7 +28,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
 
 import libcst as cst
-from libcst.metadata import Assignment, MetadataWrapper, Scope, ScopeProvider
+from libcst.metadata import Assignment, GlobalScope, MetadataWrapper, Scope, ScopeProvider
 
 from autograd_lint.model import semantic, traverse
 from autograd_lint.model.exprs import Classifier
@@ -123,8 +123,7 @@ def function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
     }
     if not by_position:
         return []
-    scopes = analysis.scopes
-    visitor = _UseVisitor(unit, by_position, scopes)
+    visitor = _UseVisitor(unit, by_position, lambda: analysis.scopes)
     traverse.visit(unit.module, visitor)
     uses = [replace(use, class_methods=_class_methods(use.function, visitor.defined)) for use in visitor.uses]
     return sorted(uses, key=lambda use: (use.position.line, use.position.column))
@@ -172,11 +171,13 @@ class _UseVisitor(cst.CSTVisitor):
         self,
         unit: "ParsedUnit",
         by_position: Mapping[Position, FunctionSpec],
-        scopes: Mapping[cst.CSTNode, Scope | None],
+        module_scopes: Callable[[], Mapping[cst.CSTNode, Scope | None]],
     ) -> None:
         self.unit = unit
         self.by_position = by_position
-        self.scopes = scopes
+        self.module_scopes = module_scopes  # resolved only when a use can't be decided locally
+        self.names = frozenset(spec.name for spec in by_position.values())
+        self.local_scopes: dict[cst.FunctionDef, Mapping[cst.CSTNode, Scope | None]] = {}
         self.stack: list[cst.CSTNode] = []
         self.uses: list[FunctionUse] = []
         self.specs: dict[cst.ClassDef, FunctionSpec] = {}
@@ -202,8 +203,44 @@ class _UseVisitor(cst.CSTVisitor):
 
     # -- resolving names to Function classes ------------------------------------
     def _function(self, expr: cst.BaseExpression) -> FunctionSpec | None:
-        node = named_class(expr, self.scopes)
+        # A class statement binds its own name: only a call whose last name is a
+        # Function's can name one, and only those are resolved (gated by name).
+        last = expr.value if isinstance(expr, cst.Name) else expr.attr.value if isinstance(expr, cst.Attribute) else None
+        if last not in self.names:
+            return None
+        root = expr
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return None
+        node = named_class(expr, self._scopes_deciding(root))
         return self.specs.get(node) if node is not None else None
+
+    def _scopes_deciding(self, name: cst.Name) -> Mapping[cst.CSTNode, Scope | None]:
+        """Scopes that bind ``name`` (at its use) as the whole module's do, from the smallest code that decides it.
+
+        When an enclosing ``def`` binds the name itself (and nothing in it declares the
+        name ``global`` or ``nonlocal``), Python resolves the use inside that ``def``
+        alone: libcst's scopes of that ``def``, as a module of its own made of the same
+        nodes, give the same bindings, at a cost that follows the ``def``, not the file.
+        Otherwise the whole module's scopes, resolved once.
+        """
+        for node in reversed(self.stack):
+            if not isinstance(node, cst.FunctionDef):
+                continue
+            if node not in self.local_scopes:
+                module = cst.Module(body=[node])
+                self.local_scopes[node] = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ScopeProvider)
+            scopes = self.local_scopes[node]
+            scope = scopes.get(name)
+            if scope is None:
+                continue
+            assignments = list(scope[name.value])
+            if assignments and not any(isinstance(a.scope, GlobalScope) for a in assignments):
+                if re.search(rf"\b(?:global|nonlocal)\b[^\n;]*\b{re.escape(name.value)}\b", self.unit.code(node)):
+                    break
+                return scopes
+        return self.module_scopes()
 
     # -- recording ----------------------------------------------------------------
     def _call(self, node: cst.Call) -> None:

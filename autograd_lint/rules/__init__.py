@@ -1,7 +1,8 @@
 """The rule catalogue: every rule class, in code order.
 
-Each rule lives in its own module ``aglNNN_<topic>.py``; adding one means
-writing that module and listing its class here.
+Each rule lives in its own module ``aglNNN_<topic>.py``, and nothing lists it:
+:func:`all_rules` finds every :class:`Rule` subclass defined in such a module.
+Adding a rule, step by step: ``docs/contributing.md``.
 """
 
 from __future__ import annotations

@@ -143,10 +143,14 @@ def _stored_tensors(model: MethodModel, ctx_name: str) -> Iterator[tuple[Flow, F
     """(the store, the tensor it holds) for each ``ctx.<attr> = ...`` whose value, or an
     element of whose list/tuple/dict literal, is certainly a floating tensor (or None)."""
     stores = [f for f in model.flows_to(Sink.CTX_ATTRIBUTE) if f.owner == ctx_name]
+    returned_containers = _returned_by_element(model)
     for store in stores:
         if store.index is not None:
             continue
-        if model.kind(store.expr) in _REPORTED:
+        if model.kind(store.expr) in _REPORTED or (
+            isinstance(store.expr, cst.Name) and model.reaching(store.expr)
+            and model.reaching(store.expr) <= returned_containers
+        ):
             yield store, store
             continue
         element = next(
@@ -160,6 +164,24 @@ def _stored_tensors(model: MethodModel, ctx_name: str) -> Iterator[tuple[Flow, F
         )
         if element is not None:
             yield store, element
+
+
+def _returned_by_element(model: MethodModel) -> set[Binding]:
+    """Containers whose element forward returns (``outputs = ext.forward(x); return
+    outputs[0]``): keeping the container on ctx keeps that output, of whatever kind the
+    container's elements are not otherwise known to be."""
+    found: set[Binding] = set()
+    for flow in model.flows_to(Sink.RETURN):
+        expr = flow.expr
+        if (
+            isinstance(expr, cst.Subscript)
+            and isinstance(expr.value, cst.Name)
+            and len(expr.slice) == 1
+            and isinstance(expr.slice[0].slice, cst.Index)
+            and isinstance(expr.slice[0].slice.value, cst.Integer)
+        ):
+            found |= model.reaching(expr.value)
+    return found
 
 
 def _released_or_filled(method: MethodSpec) -> set[str] | None:
@@ -244,6 +266,8 @@ class _Roles:
                 found = model.sources(flow.expr)
                 returned_same |= found.same
                 returned_detached |= found.detached
+            # A container whose element is returned holds that output object.
+            returned_same |= _returned_by_element(model)
         not_differentiable: set[Binding] = set()
         for flow in model.flows_to(Sink.CTX_API, "mark_non_differentiable"):
             not_differentiable |= model.sources(flow.expr).bindings

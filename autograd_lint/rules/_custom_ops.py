@@ -41,6 +41,11 @@ def is_tensor_like_annotation(annotation: str | None) -> bool:
     return _TENSOR.match(text) is not None or _TENSOR_LIKE.match(annotation.strip()) is not None
 
 
+def is_tensor_annotation(annotation: str | None) -> bool:
+    """``Tensor`` or ``torch.Tensor``: an argument that is one tensor."""
+    return annotation is not None and _TENSOR.match(annotation.strip().replace(" ", "")) is not None
+
+
 def is_non_tensor_annotation(annotation: str | None) -> bool:
     return annotation is not None and annotation.strip() in NON_TENSOR_ANNOTATIONS
 

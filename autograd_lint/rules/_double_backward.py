@@ -36,7 +36,7 @@ from autograd_lint.rules.base import (
     ImportRef,
     Report,
 )
-from autograd_lint.model.opaque import opaque_calls
+from autograd_lint.model.opaque import is_torch_helper, opaque_calls
 from autograd_lint.model.semantic import ALIAS_METHODS, Binding, BindingFacts, How, MethodModel, Sink
 from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 
@@ -116,6 +116,7 @@ class _BackwardFlow:
         self.mixed: set[Binding] = set()
         self.taints: dict[Binding, _Taint] = {}
         self.opaque = {id(o.call): o for o in opaque_calls(model, module_text)}
+        self.module_text = module_text
         self.unknown_calls: dict[int, cst.Call] = {}
         self.no_grad_blocks = self._no_grad_blocks()
         self.facts = BindingFacts(model)
@@ -612,7 +613,7 @@ class _Intermediates:
     def is_intermediate_value(self, value: cst.BaseExpression) -> bool:
         if not isinstance(value, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)):
             return False  # a name, a subscript or an attribute: an alias, not a computation
-        if self._may_be_an_input(value):
+        if self._may_be_an_input(value) or _is_step_function(value):
             return False
         return _mentions(value, self._derived_use)
 
@@ -636,6 +637,64 @@ class _Intermediates:
             return False
         value, plain = _value_of(values[0])
         return plain and value is not None and self.is_intermediate_value(value)
+
+    def rebound_input(self, use: cst.Name) -> Binding | None:
+        """The binding of an input's name that reaches ``use`` when it is a new value
+        computed from the inputs (``x = quantize(x)``): a new binding is a new value,
+        so what is saved is an intermediate, not the input.  None when the input
+        itself (or one of several bindings) may reach ``use``."""
+        if use.value not in self.inputs or use.value in self.outputs:
+            return None
+        reaching = self.model.reaching(use)
+        if len(reaching) != 1:
+            return None
+        (binding,) = reaching
+        if not binding.is_rebinding or binding.aliases:
+            return None  # the input itself, or a view / in-place update of it
+        value, plain = _value_of(binding)
+        if not plain or value is None or not self._certainly_new(value):
+            return None
+        return binding if self.is_intermediate_value(value) else None
+
+    def _certainly_new(self, value: cst.BaseExpression) -> bool:
+        """Whether ``value`` computes a new tensor: arithmetic, a ``torch.*`` function, or a
+        tensor method that computes.  A helper (``maybe_align(w)``, ``maybe_contiguous(b)``)
+        may hand the input itself back, history and all: not decided, so not new."""
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        name = dotted_name(value.func)
+        qualified = self.model.imports.resolve(name) if name else None
+        if qualified is not None and qualified.split(".", 1)[0] == "torch":
+            return True
+        func = value.func
+        return (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value in self.inputs
+            and func.attr.value not in SELF_RETURNING_METHODS | ALIAS_METHODS | _CONVERSIONS
+        )
+
+
+# Conversions that keep a tensor's values: a step function converted is still one.
+_CONVERSIONS = frozenset("float double half bfloat16 to type type_as bool int long byte detach".split())
+
+
+def _is_step_function(value: cst.BaseExpression) -> bool:
+    """Whether ``value`` is a 0/1 (or sign) mask of the inputs: a comparison, or a call
+    with no derivative (``x.gt(0)``, ``torch.sign(x)``), converted or not
+    (``(x > 0).float()``, ``x.gt(0).type_as(x)``).  Its derivative is zero almost
+    everywhere, so its lack of history loses nothing (gradgradcheck passes)."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _CONVERSIONS:
+        value = value.func.value
+    if isinstance(value, cst.Comparison):
+        return True
+    if isinstance(value, cst.Call):
+        name = dotted_name(value.func)
+        method = name.rsplit(".", 1)[-1] if name else None
+        return method in _NON_DIFFERENTIABLE_METHODS and method not in NON_TENSOR_METHODS
+    return False
 
 
 def _returned_names(function: FunctionSpec) -> set[str]:
@@ -782,8 +841,8 @@ def _finding(ctx: FunctionContext, method: MethodSpec) -> _Finding | None:
             f"with @once_differentiable{_CONSEQUENCE_009}",
         )
     unknown = flow.reaching_call(returned, flow.unknown_calls)
-    if unknown is None:
-        return None
+    if unknown is None or is_torch_helper(flow.model, unknown, flow.module_text):
+        return None  # nothing unseen, or torch code of this file that reads no such tensor
     callee = short(ctx.unit(method).code(unknown.func), 40)  # type: ignore[union-attr]
     return _Finding(
         "AGL033",
@@ -818,6 +877,8 @@ def _in_torch_math(flow: _BackwardFlow, node: cst.CSTNode, follow: bool = True) 
     if isinstance(parent, cst.Arg):
         call = model.parent(parent)
         if isinstance(call, cst.Call):
+            if is_torch_helper(model, call, flow.module_text):
+                return True  # a torch helper of this file: autograd sees through it
             qualified = flow._qualified(call.func)
             if qualified is not None:
                 return qualified.split(".", 1)[0] == "torch" and not qualified.startswith("torch.ops.")
@@ -861,6 +922,32 @@ def _saved_intermediate(ctx: FunctionContext) -> _Intermediate | None:
                     f"{call.position.line}; it has no autograd history",
                     _saved_reads(function.backward_method, position),
                 )
+            rebound = _rebound_input_saved(ctx, forward, intermediates, call.position.line, position)
+            if rebound is not None:
+                return _Intermediate(
+                    f"forward saves `{arg.name}` on line {call.position.line}, which is no longer the input: "
+                    f"line {rebound} rebinds it to a tensor computed from the inputs, with no autograd history",
+                    _saved_reads(function.backward_method, position),
+                )
+    return None
+
+
+def _rebound_input_saved(
+    ctx: FunctionContext, forward: MethodSpec, intermediates: _Intermediates, line: int, position: int
+) -> int | None:
+    """The line of the rebinding when the argument at ``position`` of the
+    ``save_for_backward`` call on ``line`` is an input's name rebound to an
+    intermediate (``x = quantize(x); ctx.save_for_backward(x)``)."""
+    model, ctx_name = forward.semantic, forward.ctx_name
+    if model is None or ctx_name is None or ctx.unit(forward) is None:
+        return None
+    for node in model.calls_of(f"{ctx_name}.save_for_backward"):
+        args = node.args
+        if position >= len(args) or args[position].star or not isinstance(args[position].value, cst.Name):
+            continue
+        binding = intermediates.rebound_input(args[position].value)
+        if binding is not None and ctx.position(forward, node).line == line:
+            return ctx.position(forward, binding.site).line
     return None
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
 from autograd_lint.model.spec import FunctionSpec, Kind
 from autograd_lint.model.usage import apply_calls
 from autograd_lint.rules._common import argument_range, plural
@@ -45,6 +47,36 @@ def _passed_count(function: FunctionSpec, ctx: FunctionContext, returned: int) -
     return n_inputs, f"forward takes {plural(n_inputs, 'input')}"
 
 
+def _backward_never_runs(function: FunctionSpec) -> bool:
+    """Whether forward (combined style) marks every output it returns non-differentiable:
+    then no output requires grad and backward never runs (torch 2.13: the output has
+    ``requires_grad=False``; ``out.sum().backward()`` raises ``element 0 of tensors does
+    not require grad``).  Only certain when every returned value is a name that a
+    ``mark_non_differentiable`` call marked, and only that name reaches the return."""
+    forward = function.method("forward")
+    if forward is None or function.is_split_style is not False or forward.semantic is None:
+        return False
+    model = forward.semantic
+    ctx_name = forward.ctx_name
+    marked: set = set()
+    for call in model.calls_of(f"{ctx_name}.mark_non_differentiable"):
+        for arg in call.args:
+            if arg.star:
+                return False
+            marked |= model.origins(arg.value)
+    if not marked or not model.returns:
+        return False
+    for ret in model.returns:
+        values = ret.elements if ret.elements is not None else (ret.value,)
+        for value in values:
+            if not isinstance(value, cst.Name):
+                return False
+            reaching = model.reaching(value)
+            if not reaching or not reaching <= marked:
+                return False
+    return True
+
+
 class GradientCount(Rule):
     """Checks that every ``return`` of ``backward`` (or ``vjp``) gives one gradient per
     forward input.  Only returns whose length syntax can tell are checked: a tuple
@@ -57,12 +89,17 @@ class GradientCount(Rule):
     why = (
         "Too few gradients fail when backward runs: `RuntimeError: function FBackward returned "
         "an incorrect number of gradients (expected 3, got 2)`. An extra value that is not "
-        "`None` fails the same way (`expected 1, got 2`). Extra trailing `None`s are accepted."
+        "`None` fails the same way (`expected 1, got 2`). Extra trailing `None`s are accepted. "
+        "Where forward marks every output it returns non-differentiable, backward never runs "
+        "(torch 2.13: the output has `requires_grad=False`, and `out.sum().backward()` raises "
+        "`RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn` "
+        "before any backward is called): the count is then reported as info."
     )
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
         function = ctx.function
         n_inputs = function.n_inputs
+        never_runs = _backward_never_runs(function)
         for name in ("backward", "vjp"):
             method = function.methods.get(name)
             if method is None or n_inputs is None:
@@ -87,12 +124,19 @@ class GradientCount(Rule):
                 else:
                     expected, why = n_inputs, f"forward takes {plural(n_inputs, 'input')}"
                 numbers = f" (expected {expected}, got {count})" if expected is not None else ""
-                yield Report(
-                    ret.position,
+                head = (
                     f"{function.name}.{name} returns {plural(count, 'gradient')}, but {why}"
                     + (" (extra gradients must be None)" if count > n_inputs else "")
-                    + f": backward raises `returned an incorrect number of gradients{numbers}`",
                 )
+                if never_runs and name == "backward":
+                    yield Report(
+                        ret.position,
+                        f"{head}: backward never runs (forward marks every output non-differentiable), "
+                        f"but would raise `returned an incorrect number of gradients{numbers}` if it did",
+                        Severity.INFO,
+                    )
+                    continue
+                yield Report(ret.position, f"{head}: backward raises `returned an incorrect number of gradients{numbers}`")
 
     VALID = [
         # A class decorator may change the contract: PyTorch's own `supports_tensorlist`
@@ -349,6 +393,26 @@ class GradientCount(Rule):
             line=10,
             message="returns 1 gradient, but forward takes 2 inputs",
         ),
+        # Every output marked non-differentiable: backward never runs, so info, not error.
+        Invalid(
+            """
+            import torch
+
+            class Argmax(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, dim):
+                    out = x.argmax(dim).float()
+                    ctx.mark_non_differentiable(out)
+                    return out
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """,
+            line=12,
+            message="Argmax.backward returns 1 gradient, but forward takes 2 inputs: backward never runs "
+            "(forward marks every output non-differentiable), but would raise",
+        ),
         # A defaulted parameter the module's own call passes.
         Invalid(
             """
@@ -368,7 +432,10 @@ class GradientCount(Rule):
                 return Scale.apply(x, 0.5)
             """,
             line=11,
-            message="Scale.apply on line 14 passes 2 inputs",
+            message=(
+                "Scale.apply on line 14 passes 2 inputs: backward raises "
+                "`returned an incorrect number of gradients (expected 2, got 1)`"
+            ),
         ),
         Invalid(
             """
@@ -423,7 +490,10 @@ class GradientCount(Rule):
                     return grads
             """,
             line=13,
-            message="returns 2 gradients, but forward takes 3 inputs",
+            message=(
+                "returns 2 gradients, but forward takes 3 inputs: backward raises "
+                "`returned an incorrect number of gradients (expected 3, got 2)`"
+            ),
         ),
         # Split style: forward takes no ctx, so both parameters are inputs.
         Invalid(

@@ -426,6 +426,46 @@ class CtxTensorAttribute(Rule):
         ),
     ]
     INVALID = [
+        # An extension's output list kept on ctx holds the returned tensor (torch 2.13: the
+        # output outlives `del` until gc.collect()).
+        Invalid(
+            """
+            import torch
+            import my_cuda
+
+            class Op(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    outputs = my_cuda.forward(x)
+                    ctx.outputs = outputs
+                    return outputs[0]
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return my_cuda.backward(grad, *ctx.outputs)
+            """,
+            line=8,
+            message="Op.forward stores tensor `outputs` as ctx.outputs; a forward output kept on ctx makes a reference cycle",
+        ),
+        # `setattr(ctx, "y", y)` is `ctx.y = y`.
+        Invalid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    setattr(ctx, "y", y)
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.y
+            """,
+            line=7,
+            message="Exp.forward stores tensor `y` as ctx.y; a forward output kept on ctx makes a reference cycle",
+        ),
         # An optional float state whose gradient backward computes is no constant.
         Invalid(
             """

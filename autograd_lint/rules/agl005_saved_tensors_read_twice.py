@@ -69,7 +69,8 @@ class SavedTensorsReadTwice(Rule):
         clears = function.attribute_is_true(ATTRIBUTE)
         for name in ("backward", "vjp", "jvp"):
             method = function.methods.get(name)
-            if method is None or method.node is None or method.ctx_name is None or method.is_classmethod:
+            # A classmethod's ctx is its second parameter (ctx_name follows cls).
+            if method is None or method.node is None or method.ctx_name is None:
                 continue
             semantic = method.semantic
             if ctx.unit(method) is None or semantic is None:
@@ -185,6 +186,27 @@ class SavedTensorsReadTwice(Rule):
         ),
     ]
     INVALID = [
+        # A classmethod backward: ctx is its second parameter (torch 2.13 under
+        # checkpoint(use_reentrant=False): `CheckpointError: ... already unpacked once`).
+        Invalid(
+            """
+            import torch
+
+            class Twice(torch.autograd.Function):
+                @classmethod
+                def forward(cls, ctx, x):
+                    ctx.save_for_backward(x)
+                    return x * x
+
+                @classmethod
+                def backward(cls, ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    (y,) = ctx.saved_tensors
+                    return grad * x + grad * y
+            """,
+            line=12,
+            message="Twice.backward reads ctx.saved_tensors 2 times on one path",
+        ),
         Invalid(
             """
             import torch

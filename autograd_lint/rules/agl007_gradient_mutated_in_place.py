@@ -119,7 +119,8 @@ class _Gradients:
 
     def _first_change(self, sequence: Binding) -> tuple[int, int] | None:
         semantic = self.semantic
-        sites: list[cst.CSTNode] = [w.node for w in semantic.writes_to(sequence)]
+        # A write through an element (`grads[0].mul_()`) changes a gradient, not the sequence.
+        sites: list[cst.CSTNode] = [w.node for w in semantic.writes_to(sequence) if w.through is None]
         sites += [b.site for b in semantic.bindings_of(sequence.name) if b.is_rebinding]
         for callee, call in semantic.calls:
             func = call.func
@@ -302,6 +303,25 @@ class GradientMutatedInPlace(Rule):
         ),
     ]
     INVALID = [
+        # A collective on the incoming gradient writes it in place.
+        Invalid(
+            """
+            import torch
+            from torch.distributed import all_reduce
+
+            class Copy(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x.clone()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    all_reduce(grad)
+                    return grad
+            """,
+            line=11,
+            message="Copy.backward writes the incoming gradient `grad` in place (torch.distributed.all_reduce())",
+        ),
         Invalid(
             """
             import torch

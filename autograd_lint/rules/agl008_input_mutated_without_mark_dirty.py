@@ -44,13 +44,15 @@ def _differentiated(function: FunctionSpec, index: int, model: MethodModel, para
 
 class InputMutatedWithoutMarkDirty(Rule):
     """Reports the first in-place write (``x.add_(...)``, ``x[...] = ...``,
-    ``x += ...``, ``out=x``, ``torch.<op>_(x)``, also through a view of ``x``) to
+    ``x += ...``, ``out=x``, ``torch.<op>_(x)``, a collective such as
+    ``dist.all_reduce(x)``, also through a view or ``.detach()`` of ``x``) to
     each forward input that has not been rebound (``x = x.clone()``) when no
     ``ctx.mark_dirty(...)`` names it.  Item assignment and augmented assignment
     count only on names known to be tensors; a storage swap (``x.set_(y)``) does
     not count.  The rule stays silent when it can't
     tell what is marked: mark_dirty called in setup_context (split style) or with
-    something other than input names, or ctx handed to a helper."""
+    something other than input names, or ctx handed to other code (a helper, a
+    nested function, an alias)."""
 
     code = "AGL008"
     title = "forward mutates an input in place without ctx.mark_dirty"
@@ -60,7 +62,10 @@ class InputMutatedWithoutMarkDirty(Rule):
         "custom backward is skipped for it (`a0.grad` 1.0, correct 2.0); a write that bumps "
         "no version (numpy, an extension) corrupts earlier consumers' gradients (8.0, correct "
         "6.0). With an earlier consumer and a torch op: `RuntimeError: one of the variables "
-        "needed for gradient computation has been modified by an inplace operation`."
+        "needed for gradient computation has been modified by an inplace operation`. Through "
+        "`.detach()` or a view (`mask = x.detach().apply_(f)`, torch 2.13): the caller's `x` holds the "
+        "mask afterwards ([-1, 2, -3] became [0, 1, 0]); with `x = w.exp()` (exp keeps its output for "
+        "backward) `w.grad` is silently [1, 1, 1], correct exp(w). A collective (`dist.all_reduce(x)`) writes its tensor in place too."
     )
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
@@ -81,11 +86,20 @@ class InputMutatedWithoutMarkDirty(Rule):
             (param,) = write.origins
             if param not in inputs or param in marked or param in reported or param.kind is Kind.NON_TENSOR:
                 continue
-            if write.how in _TENSOR_ONLY_WRITES and not param.kind.is_tensor:
-                continue
+            if (write.how in _TENSOR_ONLY_WRITES or write.through == "[...]") and not param.kind.is_tensor:
+                continue  # on a list or dict, an item of it is written
             if not _differentiated(function, inputs.index(param), model, param):
                 continue
             reported.add(param)
+            if write.through is not None:
+                yield Report(
+                    ctx.position(forward, write.node),
+                    f"{function.name}.forward writes into its input `{param.name}` through `{write.through}` "
+                    f"({write.how}): the caller's tensor is overwritten (they share storage), so its later "
+                    f"uses and earlier consumers' gradients are silently wrong; write to a copy (`.clone()`), "
+                    f"or ctx.mark_dirty({param.name}) and return it",
+                )
+                continue
             yield Report(
                 ctx.position(forward, write.node),
                 f"{function.name}.forward writes its input `{param.name}` in place ({write.how}) "
@@ -241,6 +255,46 @@ class InputMutatedWithoutMarkDirty(Rule):
         ),
     ]
     INVALID = [
+        # Through `.detach()`: the mask is written into the caller's input.
+        Invalid(
+            """
+            import torch
+
+            class Mask(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    mask = x.detach().apply_(lambda v: v > 0)
+                    ctx.save_for_backward(mask)
+                    return x * mask
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (mask,) = ctx.saved_tensors
+                    return grad * mask
+            """,
+            line=6,
+            message="Mask.forward writes into its input `x` through `.detach()` (apply_()): the caller's tensor "
+            "is overwritten",
+        ),
+        # A collective writes its tensor in place.
+        Invalid(
+            """
+            import torch
+            import torch.distributed as dist
+
+            class Reduce(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    dist.all_reduce(x)
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """,
+            line=7,
+            message="Reduce.forward writes its input `x` in place (torch.distributed.all_reduce())",
+        ),
         # `x += bias` on a tensor input.
         Invalid(
             """

@@ -46,6 +46,46 @@ class OnceDifferentiable(Rule):
         yield from reports(ctx, self.code)
 
     VALID = [
+        # A helper that may hand the input itself back (flash-attention's maybe_align):
+        # whether the saved value is still the input is not decided.
+        Valid(
+            """
+            import torch
+
+            def maybe_align(x, alignment=16):
+                return x if x.data_ptr() % alignment == 0 else x.clone()
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, gamma):
+                    gamma = maybe_align(gamma.contiguous())
+                    ctx.save_for_backward(x, gamma)
+                    return x * gamma
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, gamma = ctx.saved_tensors
+                    return grad * gamma, grad * x
+            """
+        ),
+        # A 0/1 mask has no derivative to lose: gradgradcheck passes (torch 2.13).
+        Valid(
+            """
+            import torch
+
+            class Relu(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    mask = (x > 0).float()
+                    ctx.save_for_backward(mask)
+                    return x * mask
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (mask,) = ctx.saved_tensors
+                    return grad * mask
+            """
+        ),
         # A field of an object a library call returns (`packed.meta`: sparsity metadata) is
         # no evidence: its dtype and whether it depends differentiably on the input are unknown.
         Valid(
@@ -305,6 +345,87 @@ class OnceDifferentiable(Rule):
         ),
     ]
     INVALID = [
+        # Through a torch helper of the same file: its math reads the history-less `y`.
+        Invalid(
+            """
+            import torch
+
+            def _grad_input(grad, y):
+                return grad * y * (1 - y)
+
+            class Sig(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = torch.sigmoid(x) * 1
+                    ctx.save_for_backward(y)
+                    return y * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return _grad_input(grad * 2, y)
+            """,
+            line=14,
+            message="forward saves `y`, a tensor computed from the inputs, on line 10",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            def _grad_input(grad, y):
+                return grad * y * (1 - y)
+
+            class Sig(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = torch.sigmoid(x) * 1
+                    ctx.save_for_backward(y)
+                    return y * 2
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return _grad_input(grad * 2, y)
+            """,
+        ),
+        # The input's name rebound to a new value before saving: a saved intermediate
+        # (gradgradcheck: `Jacobian mismatch for output 0 with respect to input 0`).
+        Invalid(
+            """
+            import torch
+
+            class Sig2(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    x = torch.sigmoid(x)
+                    ctx.save_for_backward(x)
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return grad * 2 * x * (1 - x)
+            """,
+            line=11,
+            message="forward saves `x` on line 7, which is no longer the input: line 6 rebinds it",
+            fixed="""
+            import torch
+            from torch.autograd.function import once_differentiable
+
+            class Sig2(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    x = torch.sigmoid(x)
+                    ctx.save_for_backward(x)
+                    return x * 2
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    return grad * 2 * x * (1 - x)
+            """,
+        ),
         # (b) an intermediate saved for backward.
         Invalid(
             """

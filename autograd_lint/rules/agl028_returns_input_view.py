@@ -148,7 +148,9 @@ class ReturnsInputView(Rule):
         "because an input was returned as-is) and the autograd logic to handle view+inplace would "
         "override the custom backward associated with the custom Function, leading to incorrect "
         "gradients. This behavior is forbidden. You can fix this by cloning the output of the "
-        "custom Function.`"
+        "custom Function.` With several outputs the error names the output's index (torch 2.13, "
+        "the second output a view of the input: `RuntimeError: Output 1 of PassSecond is a view and is "
+        "being modified inplace. This view is the output of a function that returns multiple views.`)."
     )
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
@@ -192,8 +194,8 @@ class ReturnsInputView(Rule):
                 yield Report(
                     ctx.position(forward, ret.node),
                     f"{function.name}.forward returns {what}{where}: changing that output in place "
-                    "raises `Output 0 of ... is a view and is being modified inplace` (return a clone, "
-                    "or mark_dirty an input forward modifies)",
+                    f"raises `Output {index} of {function.name} is a view and is being modified inplace` "
+                    "(return a clone, or mark_dirty an input forward modifies)",
                 )
 
     @staticmethod
@@ -410,6 +412,23 @@ class ReturnsInputView(Rule):
             """,
             line=7,
             message="a view of input `x` as output 0",
+        ),
+        # The view is the second output: the error names output 1.
+        Invalid(
+            """
+            import torch
+
+            class PassSecond(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2, x.view_as(x)
+
+                @staticmethod
+                def backward(ctx, g0, g1):
+                    return g0 * 2 + g1
+            """,
+            line=6,
+            message="as output 1: changing that output in place raises `Output 1 of PassSecond is a view",
         ),
         # Split style: forward's parameters are all inputs.
         Invalid(

@@ -70,7 +70,7 @@ class CtxAttributeNeverSet(Rule):
     split style, or the readers themselves), and ``<name>`` is not an attribute every
     ctx has (``saved_tensors``, ``needs_input_grad``...).  The rule stays silent when
     attributes can be set out of its sight: ctx passed to any call (a helper,
-    ``setattr``), used in a nested function, ``ctx.__dict__`` touched, a base class
+    ``setattr``), stored, aliased or rebound, used in a nested function, ``ctx.__dict__`` touched, a base class
     outside the analysed files, a private name (``ctx._...``), an assignment to
     ``<anything>.<name>`` elsewhere in the module (the ctx is the output's
     ``grad_fn``), or a legacy Function with instance methods.  ``vmap`` receives no

@@ -53,6 +53,27 @@ class FirstOrderBackward(Rule):
         yield from reports(ctx, self.code)
 
     VALID = [
+        # A torch helper of the same file is code autograd sees (AGL009's business).
+        Valid(
+            """
+            import torch
+
+            def _grad_input(grad, y):
+                return grad * y * (1 - y)
+
+            class Sig(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = torch.sigmoid(x) * 1
+                    ctx.save_for_backward(y)
+                    return y * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return _grad_input(grad * 2, y)
+            """
+        ),
         # Marked: a double backward raises a clear error.
         Valid(
             """

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import builtins
 import re
 from typing import TYPE_CHECKING, Callable, Collection, Iterator, Sequence
 
 import libcst as cst
 
 from autograd_lint import noqa
+from autograd_lint.model.source import split_lines
 from autograd_lint.model.spec import Position
 from autograd_lint.rules import rule_by_code
 from autograd_lint.rules.base import Diagnostic, Fixer, FixSafety, Invalid, Report, Rule, Severity, Valid
@@ -37,6 +40,69 @@ def unused_codes(listed: Collection[str], reported: Collection[str], own: str) -
         elif not any(found.startswith(code) for found in reported):
             unused.append((code, False))
     return unused
+
+
+_STAR_IMPORT = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]+\*", re.MULTILINE)
+_NAME = re.compile(r"[A-Za-z_]\w*")
+# Bases that never make a class a Function, wherever the run looks.
+_NEUTRAL = frozenset({"builtins.object", "typing.Generic", "abc.ABC"})
+
+
+class _Undecided:
+    """The lines whose findings may depend on files the run did not read.
+
+    What is reported on a line can change with the other files of a run: a class
+    whose base is imported (``class Sub(Base)``, ``Base`` a Function in another
+    file) is linted only when that file is read, and a call of an imported
+    Function (``Fn.forward(...)``) is one only when ``Fn`` is known.  A run over
+    part of a project (pre-commit's staged files, stdin, an editor's buffer)
+    does not see them, so a code there would look unused when it is not.  Such
+    lines are: those of a class that is not a recognised Function and has a base
+    that is not known (imported, from a star import, or such a class of this
+    file), and, outside the recognised Functions, those that name an imported
+    name (or any line, after ``import *``).
+    """
+
+    def __init__(self, analysis: "FileAnalysis") -> None:
+        self.aliases = analysis.imports.aliases
+        self.functions = [(f.position.line, f.last_line) for f in analysis.functions]
+        self.star = _STAR_IMPORT.search(analysis.source.text) is not None
+        self.classes = self._undecided_classes(analysis)
+
+    def _undecided_classes(self, analysis: "FileAnalysis") -> list[tuple[int, int]]:
+        try:
+            tree = ast.parse(analysis.source.text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return [(1, len(analysis.source.text.splitlines()) or 1)]
+        starts = {line for line, _ in self.functions}
+        classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.lineno not in starts]
+        undecided: dict[str, ast.ClassDef] = {}
+        changed = True
+        while changed:  # a class of this file on an undecided base is undecided too
+            changed = False
+            for node in classes:
+                if node.name not in undecided and any(self._unknown(base, undecided) for base in node.bases):
+                    undecided[node.name] = node
+                    changed = True
+        return [(node.lineno, node.end_lineno or node.lineno) for node in undecided.values()]
+
+    def _unknown(self, base: ast.expr, undecided: dict[str, ast.ClassDef]) -> bool:
+        text = ast.unparse(base).split("[")[0]  # Generic[T] is Generic
+        if text in undecided:
+            return True
+        head = text.split(".")[0]
+        if head in self.aliases:
+            qualified = self.aliases[head] + text[len(head):]
+            return qualified not in _NEUTRAL and not qualified.startswith("torch.nn.")
+        return self.star and head.isidentifier() and head not in dir(builtins)
+
+    def __call__(self, line: int, code: str) -> bool:
+        """Whether findings on ``line`` (whose code, without its comment, is ``code``) may come from elsewhere."""
+        if any(start <= line <= end for start, end in self.classes):
+            return True
+        if any(start <= line <= end for start, end in self.functions):
+            return False
+        return self.star or any(name in self.aliases for name in _NAME.findall(code))
 
 
 def _by_line(findings: Sequence[Diagnostic]) -> dict[int, set[str]]:
@@ -120,7 +186,10 @@ class UnusedNoqa(Rule):
     autograd-lint.  Every rule is consulted, whether or not the run selects it,
     so the answer does not depend on the selection.  Codes of other linters
     (``E501``) and a bare ``# noqa`` are left alone, and only files that define
-    a Function are looked at.
+    a Function are looked at.  Lines whose findings may come from files the run
+    does not read are left alone too: those of a class that is not a recognised
+    Function and has a base the run does not know, and, outside the recognised
+    Functions, those that name an imported name (any line, after ``import *``).
 
     The fix takes those codes out of the comment, keeping the others (other
     tools' codes too); a ``# noqa`` left without codes is removed (never made a
@@ -152,7 +221,11 @@ class UnusedNoqa(Rule):
         if not comments:
             return
         reported = _by_line(findings())
+        undecided = _Undecided(analysis)
+        lines = split_lines(analysis.source.text)  # numbered as tokenize numbers the comments
         for comment in comments:
+            if undecided(comment.line, lines[comment.line - 1][: comment.column]):
+                continue
             unused = [
                 f"{code} (not a rule)" if not_a_rule else code
                 for code, not_a_rule in unused_codes(comment.codes, reported.get(comment.line, set()), self.code)
@@ -209,6 +282,31 @@ class UnusedNoqa(Rule):
                 def backward(ctx, grad):
                     a, b = ctx.saved_tensors
                     return grad * b  # noqa: AGL0, E501
+            """
+        ),
+        # Sub's base and Fn live in files this example does not read: in a run that reads
+        # them, the codes silence findings, so they can't be called unused here.
+        Valid(
+            """
+            import torch
+            from pkg import ops
+            from pkg.base import Base
+
+            class Sub(Base):
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad  # noqa: AGL001
+
+            class Own(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+
+            y = ops.Fn.forward(None, 1.0)  # noqa: AGL021
             """
         ),
     ]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 import libcst as cst
 
 from autograd_lint.model.semantic import How, InplaceWrite, MethodModel
-from autograd_lint.rules._custom_ops import is_tensor_like_annotation, own_ops
+from autograd_lint.rules._custom_ops import is_tensor_annotation, is_tensor_like_annotation, own_ops
 from autograd_lint.rules.base import Invalid, Report, Rule, Severity, Valid
 
 if TYPE_CHECKING:
@@ -49,10 +49,12 @@ class UndeclaredMutation(Rule):
                 if body.semantic is None:
                     continue
                 tracked = undeclared
+                tensors = {p.name for p in op.params if is_tensor_annotation(p.annotation)}
                 if body is not op.body:  # a kernel's parameters are the op's, by position
                     names = [p.name for p in body.positional]
                     tracked = {names[i] for i, p in enumerate(op.positional) if i < len(names) and p.name in undeclared}
-                for write, name in _parameter_writes(body.semantic, tracked):
+                    tensors = {names[i] for i, p in enumerate(op.positional) if i < len(names) and p.name in tensors}
+                for write, name in _parameter_writes(body.semantic, tracked, tensors):
                     parameter = name if body is op.body else op.positional[[p.name for p in body.positional].index(name)].name
                     yield Report(
                         unit.position(write.node),
@@ -94,6 +96,19 @@ class UndeclaredMutation(Rule):
                 x.fill_(value)
             """
         ),
+        # Copying a tensor onto itself changes nothing; code after `return` never runs.
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::same", mutates_args=())
+            def same(x: Tensor) -> None:
+                x.copy_(x)
+                return
+                x.zero_()
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -133,13 +148,37 @@ class UndeclaredMutation(Rule):
             line=6,
             message="out=",
         ),
+        # A kernel's parameters are the op's: `+=` on one the op declares a Tensor writes it.
+        Invalid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::bump", mutates_args=())
+            def bump(x: Tensor, out: Tensor) -> None:
+                out.copy_(x)
+
+            @bump.register_kernel("cpu")
+            def _(x, out):
+                out += 1
+            """,
+            line=10,
+            message="writes to `out` in place (AddAssign)",
+        ),
     ]
 
 
-def _parameter_writes(model: MethodModel, names: set[str]) -> Iterator[tuple[InplaceWrite, str]]:
+def _parameter_writes(
+    model: MethodModel, names: set[str], tensors: set[str]
+) -> Iterator[tuple[InplaceWrite, str]]:
     """The in-place writes of the body that certainly write the object of one of the parameters
     ``names`` (the write's only origin is that parameter), each once, with the parameter's name.
-    ``t.copy_(t)`` and ``clear()`` (of a container) change no tensor data."""
+    ``t.copy_(t)`` and ``clear()`` (of a container) change no tensor data.
+
+    The model counts ``p += ...`` as in place only where it knows ``p`` is a tensor; a
+    kernel's parameters often carry no annotation, but the op's schema says which are one
+    tensor (``tensors``), so ``+=`` on those counts too.
+    """
     seen: set[int] = set()
     for write in model.inplace_writes:
         if write.self_copy or write.how == "clear()" or len(write.origins) != 1 or id(write.node) in seen:
@@ -148,6 +187,16 @@ def _parameter_writes(model: MethodModel, names: set[str]) -> Iterator[tuple[Inp
         if origin.how is How.PARAMETER and origin.name in names:
             seen.add(id(write.node))
             yield write, origin.name
+    for binding in model.all_bindings():
+        site = binding.site
+        if binding.how is not How.AUGMENTED or binding.name not in names & tensors or id(site) in seen:
+            continue
+        if not isinstance(site, cst.AugAssign) or not isinstance(site.target, cst.Name):
+            continue
+        origins = model.origins(site.target)
+        if len(origins) == 1 and next(iter(origins)) is model.params.get(binding.name):
+            seen.add(id(site))
+            yield InplaceWrite(site, site.operator.__class__.__name__, site.target, origins), binding.name
 
 
 def _shown(names: tuple[str, ...]) -> str:

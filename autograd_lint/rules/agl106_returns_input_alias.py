@@ -22,18 +22,18 @@ _VIEWS = frozenset(
 
 
 def _aliased(value: cst.BaseExpression, inputs: set[str]) -> tuple[str, str] | None:
-    """(input, how) when ``value`` is an input or a view of one."""
+    """(input, how) when ``value`` is an input (how: "itself") or a view of one (how: "a view (...)")."""
     if isinstance(value, cst.Name) and value.value in inputs:
-        return value.value, "the input itself"
+        return value.value, "itself"
     if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _VIEWS:
         inner = _aliased(value.func.value, inputs)
-        return (inner[0], f"a view of it (`.{value.func.attr.value}()`)") if inner else None
+        return (inner[0], f"a view (`.{value.func.attr.value}()`)") if inner else None
     if isinstance(value, cst.Attribute) and value.attr.value in ("T", "mT"):
         inner = _aliased(value.value, inputs)
-        return (inner[0], f"a view of it (`.{value.attr.value}`)") if inner else None
+        return (inner[0], f"a view (`.{value.attr.value}`)") if inner else None
     if isinstance(value, cst.Subscript) and all(_basic_index(e.slice) for e in value.slice):
         inner = _aliased(value.value, inputs)
-        return (inner[0], "a view of it (basic indexing)") if inner else None
+        return (inner[0], "a view (basic indexing)") if inner else None
     return None
 
 
@@ -53,7 +53,8 @@ class ReturnsInputAlias(Rule):
     title = "custom op returns an input or a view of one"
     severity = Severity.ERROR
     why = (
-        "Outputs of a custom op may not alias its inputs; every call fails: `RuntimeError: view (with "
+        "Outputs of a custom op may not alias its inputs; every call fails (torch 2.13, an op returning "
+        "its input and one returning `x.view(-1)` alike): `RuntimeError: view (with "
         "implementation in ...): The output of this custom operator (1) must not also be an input to this "
         "custom operator and (2) may not alias any inputs to this custom operator or other returns.`"
     )
@@ -75,9 +76,11 @@ class ReturnsInputAlias(Rule):
                 for value in values:
                     found = _aliased(value, inputs) if value is not None else None
                     if found:
+                        name, how = found
+                        what = f"input `{name}` itself" if how == "itself" else f"{how} of input `{name}`"
                         yield Report(
                             unit.position(ret),
-                            f"{op.display} returns {found[1]} of input `{found[0]}`: RuntimeError on every call "
+                            f"{op.display} returns {what}: RuntimeError on every call "
                             "(custom op outputs may not alias inputs); return a copy (`.clone()`)",
                         )
                         break
@@ -126,7 +129,7 @@ class ReturnsInputAlias(Rule):
                 return x
             """,
             line=6,
-            message="the input itself",
+            message="demo::ident returns input `x` itself: RuntimeError on every call",
         ),
         Invalid(
             """
@@ -138,7 +141,7 @@ class ReturnsInputAlias(Rule):
                 return x.view(-1)
             """,
             line=6,
-            message="`.view()`",
+            message="returns a view (`.view()`) of input `x`",
         ),
         Invalid(
             """
@@ -150,6 +153,6 @@ class ReturnsInputAlias(Rule):
                 return x[:1].clone(), x[1:]
             """,
             line=6,
-            message="basic indexing",
+            message="returns a view (basic indexing) of input `x`",
         ),
     ]

@@ -1,4 +1,5 @@
-"""AGL153: a classmethod forward or backward graph-breaks under torch.compile."""
+"""AGL153: a classmethod forward or backward graph-breaks under torch.compile; a classmethod
+setup_context makes it raise."""
 
 from __future__ import annotations
 
@@ -13,24 +14,38 @@ class ClassmethodGraphBreak(Rule):
     ``uses-compile = true``).  Eager, gradcheck and ``torch.func`` work with them."""
 
     code = "AGL153"
-    title = "classmethod forward/backward graph-breaks under torch.compile"
+    title = "classmethod forward/backward/setup_context breaks torch.compile"
     severity = Severity.INFO
     enabled_by_default = False
     on_when_compiling = True
     why = (
-        "Measured on torch 2.13: eager, gradcheck and torch.func work, but torch.compile graph-breaks at every "
-        "`apply` of a Function whose forward or backward is a classmethod, and `fullgraph=True` fails."
+        "Measured on torch 2.13 (bench/recreate/issue23_messages.py, torch.compile's default inductor backend): "
+        "eager, gradcheck and torch.func work. A classmethod `forward` or `backward`: torch.compile graph-breaks "
+        "at every `apply`, and `fullgraph=True` raises `torch._dynamo.exc.Unsupported: failed to bind arguments "
+        "when attempting to inline`. A classmethod `setup_context` is worse: torch.compile raises even without "
+        "`fullgraph` (`AssertionError: Guard failed on the same frame it was created. This is a bug`), so that "
+        "case is an error."
     )
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
         for name in ("forward", "setup_context", "backward"):
             method = ctx.function.methods.get(name)
-            if method is not None and method.is_classmethod:
+            if method is None or not method.is_classmethod:
+                continue
+            if name == "setup_context":
                 yield Report(
                     method.position,
-                    f"{ctx.function.name}.{name} is a classmethod: torch.compile graph-breaks at every apply (an "
-                    "error under fullgraph=True); make it a staticmethod",
+                    f"{ctx.function.name}.setup_context is a classmethod: torch.compile raises at the apply "
+                    "(`AssertionError: Guard failed on the same frame it was created`), even without "
+                    "fullgraph; make it a staticmethod",
+                    Severity.ERROR,
                 )
+                continue
+            yield Report(
+                method.position,
+                f"{ctx.function.name}.{name} is a classmethod: torch.compile graph-breaks at every apply "
+                "(fullgraph=True raises `Unsupported: failed to bind arguments`); make it a staticmethod",
+            )
 
     VALID = [
         Valid(
@@ -99,7 +114,8 @@ class ClassmethodGraphBreak(Rule):
                     return g * 2
             """,
             line=5,
-            message="Double.forward is a classmethod",
+            message="Double.forward is a classmethod: torch.compile graph-breaks at every apply "
+            "(fullgraph=True raises `Unsupported: failed to bind arguments`)",
         ),
         Invalid(
             """
@@ -135,6 +151,6 @@ class ClassmethodGraphBreak(Rule):
                     return g * 2
             """,
             line=9,
-            message="setup_context is a classmethod",
+            message="Split.setup_context is a classmethod: torch.compile raises at the apply",
         ),
     ]

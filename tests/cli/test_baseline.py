@@ -8,6 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+from autograd_lint.lint.baseline import FORMAT, VERSION, Fingerprint, fingerprint, read_baseline
+from autograd_lint.rules.base import Diagnostic, Severity
+
 FILES = 60
 FUNCTIONS = textwrap.dedent(
     """
@@ -160,3 +163,15 @@ def test_baseline_on_stdin_uses_the_stdin_filename(tmp_path: Path) -> None:
     assert same.returncode == 0, same.stdout + same.stderr
     other = check("-", "--stdin-filename", "src/pkg3/new.py", "--baseline", "baseline.json", cwd=tmp_path, stdin=buffer)
     assert other.returncode == 1 and other.stdout.count("src/pkg3/new.py:") == 2
+
+
+def test_a_finding_on_line_1_is_fingerprinted_by_its_text(tmp_path: Path) -> None:
+    found = Diagnostic(str(tmp_path / "ops.py"), 1, 0, "AGL110", "no register_fake", Severity.ERROR)
+    assert fingerprint(found, ["mul = custom_op('demo::mul', _mul)\n"], tmp_path).snippet != ""
+
+
+def test_an_entry_without_a_count_stands_for_one_finding(tmp_path: Path) -> None:
+    entry = {"path": "ops.py", "code": "AGL001", "scope": "Mul.backward", "snippet": "return grad * b"}
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"format": FORMAT, "version": VERSION, "entries": [entry]}))
+    assert read_baseline(str(path)) == {Fingerprint("ops.py", "AGL001", "Mul.backward", "return grad * b"): 1}

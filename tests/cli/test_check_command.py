@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import privileges
 import pytest
 
 BUGGY = textwrap.dedent(
@@ -134,16 +135,18 @@ def test_bad_input_is_one_line_and_the_run_goes_on(tmp_path: Path, name: str) ->
 def test_empty_file_and_unreadable_file(tmp_path: Path) -> None:
     (tmp_path / "empty.py").write_text("")
     assert check("empty.py", cwd=tmp_path).returncode == 0
-    locked = tmp_path / "locked.py"
-    locked.write_text(BUGGY)
-    locked.chmod(0)
-    try:
-        result = check("locked.py", cwd=tmp_path)
-        readable = result.returncode != 2  # root can read anything
-        if not readable:
-            assert "locked.py" in result.stderr and "cannot be read" in result.stderr
-    finally:
-        locked.chmod(0o644)
+    prefix = privileges.as_nobody()  # root reads any file
+    with privileges.shared_folder() as root:
+        locked = root / "locked.py"
+        locked.write_text(BUGGY)
+        (root / "other.py").write_text(BUGGY)
+        privileges.hand_over(prefix, root, locked, root / "other.py")
+        locked.chmod(0)
+        result = privileges.check(prefix, "locked.py", "other.py", cwd=root)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (error,) = [line for line in result.stderr.splitlines() if "locked.py" in line]
+    assert "cannot be read" in error
+    assert "other.py:12:9: AGL001" in result.stdout  # the rest of the run goes on
 
 
 def test_usage_error_exit_2(tmp_path: Path) -> None:
@@ -179,3 +182,12 @@ def test_an_internal_error_names_the_file_and_the_run_goes_on(tmp_path: Path) ->
         "error: buggy.py: internal error while running AGL001, please report it: ValueError: boom"
     )
     assert "other.py:12:9: AGL001 Other.backward returns 1 gradient" in result.stdout
+
+
+def test_select_all_runs_rules_that_are_off_by_default(tmp_path: Path) -> None:
+    # AGL100 (unused noqa) is off by default; ALL means every rule, as in ruff.
+    (tmp_path / "clean.py").write_text(CLEAN.replace("grad * a\n", "grad * a  # noqa: AGL001\n"))
+    assert check("clean.py", cwd=tmp_path).returncode == 0
+    result = check("--select", "ALL", "--output-format", "json", "clean.py", cwd=tmp_path)
+    assert [d["code"] for d in json.loads(result.stdout)["diagnostics"]] == ["AGL100"]
+    assert check("--select", "ALL", "--ignore", "AGL100", "clean.py", cwd=tmp_path).returncode == 0

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
 import libcst as cst
+import privileges
 import pytest
 
 from autograd_lint.lint.fix import fix_file
@@ -188,45 +186,17 @@ def test_fix_with_json_output_keeps_stdout_json(tmp_path: Path) -> None:
     assert "Fixed 1 problem (2 remaining)." in result.stderr
 
 
-def _as_nobody() -> list[str]:
-    """The command prefix that runs a program as user nobody, when this test runs as root.
-
-    Root writes into read-only directories, and CI runs as root: the check then runs
-    as nobody (``setpriv``, else ``runuser``) so that the directory really is unwritable.
-    """
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv"):
-        prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-    elif shutil.which("runuser"):
-        prefix = ["runuser", "-u", "nobody", "--"]
-    else:
-        pytest.skip("running as root, and neither setpriv nor runuser is installed to drop privileges")
-    probe = subprocess.run([*prefix, sys.executable, "-c", "import autograd_lint"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"user nobody cannot import autograd_lint from this checkout: {probe.stderr.strip()[-200:]}")
-    return prefix
-
-
 def test_unwritable_directory_is_an_error_and_leaves_the_file() -> None:
-    prefix = _as_nobody()
-    # Not under tmp_path: pytest makes that readable by root only.
-    with tempfile.TemporaryDirectory() as name:
-        root = Path(name)
-        root.chmod(0o755)
+    prefix = privileges.as_nobody()
+    with privileges.shared_folder() as root:
         directory = root / "locked"
         directory.mkdir()
         path = directory / "neg.py"
         path.write_text(FIXABLE)
-        if prefix:
-            for item in (root, directory, path):
-                shutil.chown(item, "nobody", "nogroup")
+        privileges.hand_over(prefix, root, directory, path)
         directory.chmod(0o555)
         try:
-            result = subprocess.run(
-                [*prefix, sys.executable, "-m", "autograd_lint", "check", "--fix", "locked/neg.py"],
-                cwd=root, capture_output=True, text=True, timeout=120,
-            )
+            result = privileges.check(prefix, "--fix", "locked/neg.py", cwd=root)
         finally:
             directory.chmod(0o755)
         assert result.returncode == 2, result.stdout + result.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autograd_lint.lint.add_noqa import add_noqa_to_text
-from autograd_lint.noqa import add_codes, comment_layout, file_noqa, is_silenced
+from autograd_lint.noqa import add_codes, comment_layout, file_noqa, is_silenced, own_file_noqa
 from autograd_lint.rules.base import Diagnostic, Severity
 
 
@@ -42,12 +42,30 @@ def test_lines_inside_strings_or_continued_are_left() -> None:
 
 def test_file_level_directives() -> None:
     assert file_noqa(["# flake8: noqa"]).silences("AGL001")
-    assert file_noqa(["# flake8: noqa: E501"]).silences("AGL001")  # flake8 reads nothing after it
+    assert file_noqa(["# ruff: noqa"]).silences("AGL001")
+    assert file_noqa(["# flake8= NOQA  # generated"]).silences("AGL001")
+    # With codes: ruff's reading, only those codes (flake8 would skip the file).
+    assert not file_noqa(["# flake8: noqa: B950"]).silences("AGL001")
+    assert not file_noqa(["# ruff: noqa: E501, F401"]).silences("AGL001")
+    assert file_noqa(["# flake8: noqa: AGL001"]).silences("AGL001")
+    assert file_noqa(["#ruff:noqa:AGL0"]).silences("AGL005")
+    assert not file_noqa(["# ruff: noqa: AGL0"]).silences("AGL100")
+    assert file_noqa(["# flake8: noqa: B950", "# ruff: noqa: AGL003"]).codes == {"B950", "AGL003"}
+    assert file_noqa(["# flake8: noqa: see below"]).silences("AGL001")  # no code list: bare, as flake8 reads it
     assert not file_noqa(["x = 1  # flake8: noqa"]).silences("AGL001")
+    assert not file_noqa(["# pylint: noqa"]).silences("AGL001")
     assert file_noqa(["# autograd-lint: noqa: AGL00"]).silences("AGL005")
     assert not file_noqa(["# autograd-lint: noqa: AGL00"]).silences("AGL016")
     assert not file_noqa(["import torch"]).silences("AGL001")
     assert file_noqa(["# autograd-lint: noqa: AGL016  # generated code"]).silences("AGL016")
+
+
+def test_the_flake8_plugin_reads_only_our_own_file_directive() -> None:
+    # flake8 decides on `# flake8: noqa` (the whole file, codes or not); no one reads ruff's under flake8.
+    assert not own_file_noqa(["# flake8: noqa"]).silences("AGL001")
+    assert not own_file_noqa(["# ruff: noqa"]).silences("AGL001")
+    assert own_file_noqa(["# autograd-lint: noqa: AGL001"]).silences("AGL001")
+    assert not own_file_noqa(["# autograd-lint: noqa: AGL001"]).silences("AGL002")
 
 
 def test_line_directives_as_flake8_reads_them() -> None:
@@ -56,3 +74,22 @@ def test_line_directives_as_flake8_reads_them() -> None:
     assert is_silenced("x  # NoQA: agl0", "AGL005")
     assert not is_silenced("x  # noqa: E501", "AGL001")
     assert is_silenced("x  # noqa: AGL", "AGL001")  # no digits: flake8 reads a bare noqa
+
+
+def test_the_engine_the_server_uses_reads_file_directives_as_ruff() -> None:
+    from autograd_lint.lint.engine import check_source
+    from autograd_lint.model.source import SourceFile
+    from autograd_lint.settings import Settings
+
+    body = (
+        "import torch\n\n\nclass Mul(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, a, b):\n"
+        "        return a * b\n\n    @staticmethod\n    def backward(ctx, grad):\n        return grad\n"
+    )
+
+    def codes(directive: str) -> list[str]:
+        found = check_source(SourceFile("m.py", f"{directive}\n{body}", "m"), Settings()).diagnostics
+        return [d.code for d in found]
+
+    assert codes("# flake8: noqa: B950") == ["AGL001"]
+    assert codes("# ruff: noqa: AGL001") == []
+    assert codes("# flake8: noqa") == []

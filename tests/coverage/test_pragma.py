@@ -132,6 +132,16 @@ def test_print_config_edits_nothing(project: Path, capsys: pytest.CaptureFixture
                         '    "def jvp\\\\(",\n    "def vjp\\\\(",\n]\n')
 
 
+def test_print_config_with_an_unparsable_file_exits_2(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The config is still printed for the files that parse; the bad file is named, and the exit code says so."""
+    (project / "broken.py").write_text("import torch\n\nclass Bad(torch.autograd.Function):\n    def backward(ctx, g)\n")
+    assert main(["pragma", "--print-config", str(project)]) == 2
+    captured = capsys.readouterr()
+    assert '"def backward\\\\(",' in captured.out
+    (error,) = captured.err.splitlines()
+    assert error.startswith(str(project / "broken.py"))
+
+
 def test_only_unexercised_follows_the_report(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ran = {"forward": {"eager": {"main": 1}}, "jvp": {"eager": {"main": 1}}}
     report = {

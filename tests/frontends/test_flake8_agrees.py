@@ -59,3 +59,48 @@ def test_flake8_and_cli_agree(tmp_path: Path) -> None:
         reported.add((path.removeprefix("./"), int(row), int(col), code, text))
     assert expected, "the fixture set should produce findings"
     assert reported == expected
+
+
+BUGGY = '''import torch
+
+
+class Mul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad * b
+'''
+
+
+@pytest.mark.parametrize(
+    ("directive", "check_reports", "flake8_reports"),
+    [
+        # flake8 reads the codes of `# flake8: noqa: B950` as nothing and skips the file;
+        # check reads it as ruff does (B950 only), as its author meant.
+        ("# flake8: noqa: B950", True, False),
+        ("# flake8: noqa", False, False),
+        ("# ruff: noqa: AGL001", False, True),  # flake8 knows no ruff directive
+        ("# ruff: noqa: E501", True, True),
+        ("# autograd-lint: noqa: AGL001", False, False),
+        ("# autograd-lint: noqa: AGL002", True, True),
+    ],
+)
+def test_file_level_directives_check_as_ruff_flake8_as_flake8(
+    tmp_path: Path, directive: str, check_reports: bool, flake8_reports: bool
+) -> None:
+    (tmp_path / "mul.py").write_text(f"{directive}\n{BUGGY}")
+    cli = subprocess.run(
+        [sys.executable, "-m", "autograd_lint", "check", "--isolated", "mul.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert ("AGL001" in cli.stdout) is check_reports, cli.stdout + cli.stderr
+    flake8 = subprocess.run(
+        [sys.executable, "-m", "flake8", "--isolated", "--select", "AGL", "mul.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert ("AGL001" in flake8.stdout) is flake8_reports, flake8.stdout + flake8.stderr

@@ -109,7 +109,8 @@ def test_no_accepted_candidate_skips_with_the_way_to_record() -> None:
 
 
 def test_a_gradient_for_a_non_tensor_input_fails() -> None:
-    with pytest.raises(AssertionError, match=r"non-tensor input\(s\) at position\(s\) \[1\]"):
+    with pytest.raises(pytest.fail.Exception, match=r"(?s)^FAILED GradForFactor · non_tensor_grads_are_none · .*"
+                                                    r"non-tensor input\(s\) at position\(s\) \[1\]"):
         harness.check_non_tensor_grads_are_none(GradForFactor, Case((tensor((3,)), 2.0)))
 
 
@@ -216,7 +217,8 @@ def test_double_backward_that_raises_fails_with_which_check_the_inputs_and_the_f
     harness.check_gradcheck(InplaceInBackward, Case((tensor((3, 4)),)))
     with pytest.raises(pytest.fail.Exception) as failure:
         harness.check_gradgradcheck(InplaceInBackward, Case((tensor((3, 4)),)))
-    message = str(failure.value)
+    header, message = str(failure.value).split("\n", 1)
+    assert header == "FAILED InplaceInBackward · gradgradcheck · case ? · seed 0"
     assert message.startswith("InplaceInBackward: gradgradcheck (double backward) raised RuntimeError: one of the "
                               "variables needed for gradient computation has been modified by an inplace operation")
     assert "inputs (float64): #0: tensor (3, 4) float64, requires_grad; seed 0" in message
@@ -243,7 +245,8 @@ class ScalarInBackward(torch.autograd.Function):
 def test_an_error_of_the_functions_own_code_fails_with_the_line_that_raised() -> None:
     with pytest.raises(pytest.fail.Exception) as failure:
         harness.check_gradcheck(ScalarInBackward, Case((tensor((3, 4)),)))
-    message = str(failure.value)
+    header, message = str(failure.value).split("\n", 1)
+    assert header == "FAILED ScalarInBackward · gradcheck · case ? · seed 0"
     assert message.startswith("ScalarInBackward: gradcheck raised ValueError: only one element tensors can be "
                               "converted to Python scalars")
     assert f"({__file__}:" in message and ", in backward)" in message

@@ -294,3 +294,10 @@ def test_a_call_made_while_dynamo_traces_does_not_hide_the_real_call(pytester: p
     cases = recorded(pytester)["functions"]["torch._higher_order_ops.cond.CondAutogradOp"]["cases"]
     assert len(cases) == 1 and cases[0]["pickled"]
     assert cases[0]["args"][0] == {"tensor": {"shape": [], "dtype": "bool", "device": "cpu", "requires_grad": False}}
+
+
+def test_a_file_given_to_the_flag_names_the_file_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--autograd-record=x.json")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*--autograd-record takes no value*--autograd-record-file=FILE*"])

@@ -193,3 +193,58 @@ def test_configured_extra_base() -> None:
         Settings(extra_bases=frozenset({"mylib.autograd.FusedBase"})),
     )
     assert list(found) == ["Kernel"]
+
+
+BASE = "import torch\n\n\nclass ChunkedLoss(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, grad):\n        return grad, None\n"
+SUB = "from {module} import ChunkedLoss\n\n\nclass CE(ChunkedLoss):\n    @staticmethod\n    def forward(ctx, x, y):\n        return x * 2\n"
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def _base_of_ce(paths: list[str]) -> list[str] | None:
+    found = {f.name: f for f in discover_functions(paths)}
+    return [b.full_name for b in found["CE"].base_specs] if "CE" in found else None
+
+
+def test_cross_file_bases_without_init_files_resolve_as_namespace_packages(tmp_path: Path, monkeypatch) -> None:
+    # No __init__.py anywhere: scripts folders, vendored trees, namespace packages.
+    _tree(tmp_path, {"models/base.py": BASE, "losses/ce.py": SUB.format(module="models.base")})
+    monkeypatch.chdir(tmp_path)
+    assert _base_of_ce(["."]) == ["base.ChunkedLoss"]
+    # The checked directory is a root even when the working directory is elsewhere.
+    monkeypatch.chdir(tmp_path.parent)
+    assert _base_of_ce([str(tmp_path)]) == ["base.ChunkedLoss"]
+
+
+def test_src_layout_and_partial_packages(tmp_path: Path, monkeypatch) -> None:
+    # src/pkg/sub/base.py with an __init__.py in sub only: `pkg.sub.base` through the src root.
+    _tree(tmp_path, {
+        "src/pkg/sub/__init__.py": "", "src/pkg/sub/base.py": BASE, "src/pkg/ce.py": SUB.format(module="pkg.sub.base"),
+    })
+    monkeypatch.chdir(tmp_path)
+    assert _base_of_ce(["."]) == ["sub.base.ChunkedLoss"]
+
+
+def test_an_ambiguous_namespace_name_stays_unresolved(tmp_path: Path, monkeypatch) -> None:
+    # models/base.py and src/models/base.py both import as `models.base`: neither is taken.
+    _tree(tmp_path, {
+        "models/base.py": BASE, "src/models/base.py": BASE, "losses/ce.py": SUB.format(module="models.base"),
+    })
+    monkeypatch.chdir(tmp_path)
+    assert _base_of_ce(["."]) is None
+
+
+def test_namespace_names_order() -> None:
+    import os
+
+    from autograd_lint.model.source import namespace_names
+
+    root = os.path.abspath("/proj")
+    assert namespace_names("/proj/src/pkg/mod.py", [root]) == ["src.pkg.mod", "pkg.mod"]
+    assert namespace_names("/proj/mod.py", [root]) == []  # the regular name, `mod`
+    assert namespace_names("/proj/my-scripts/mod.py", [root]) == []  # not an identifier
+    assert namespace_names("/elsewhere/mod.py", [root]) == []

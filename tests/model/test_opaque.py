@@ -95,3 +95,39 @@ def test_a_function_of_this_module_that_launches_a_kernel() -> None:
             _pure(dout, ctx.x)
         """
     ) == [("_bwd", "a function of this module that launches a Triton kernel")]
+
+
+def test_a_torch_helper_of_the_same_file_is_seen_through() -> None:
+    import textwrap
+
+    import libcst as cst
+
+    from autograd_lint.model import semantic
+    from autograd_lint.model.imports import ImportMap
+    from autograd_lint.model.opaque import is_torch_helper
+
+    text = textwrap.dedent(
+        """
+        import torch
+        import my_ext
+
+        def torch_math(g, y):
+            return g * torch.exp(y)
+
+        def host(g, y):
+            return torch.from_numpy(g.cpu().numpy() * 2)
+
+        def extension(g, y):
+            return my_ext.bwd(g, y)
+
+        def backward(ctx, g):
+            local = torch_math
+            return torch_math(g, g), host(g, g), extension(g, g), local(g, g), unknown(g, g)
+        """
+    )
+    module = cst.parse_module(text)
+    function = [s for s in module.body if isinstance(s, cst.FunctionDef)][-1]
+    model = semantic.build(function, ImportMap.from_text(text, None))
+    calls = [call for _, call in model.calls if isinstance(call.func, cst.Name)]
+    assert [is_torch_helper(model, call, text) for call in calls] == [True, False, False, False, False]
+    assert not is_torch_helper(model, calls[0], None)

@@ -382,3 +382,47 @@ def test_narrowing_an_optional_integer_tensor_keeps_its_integer_kind() -> None:
     )
     assert ctx_attribute_kind(model, "a") is Kind.INDEX_TENSOR
     assert ctx_attribute_kind(model, "b") is Kind.INDEX_TENSOR
+
+
+def test_inplace_writes_through_detach_views_and_collectives() -> None:
+    model, _ = model_of(
+        """
+        import torch.distributed as dist
+        from torch.distributed import broadcast
+
+        def forward(ctx, x, y, z, w, xs):
+            mask = x.detach().apply_(lambda v: v > 0)
+            y[:, 0].zero_()
+            z.t().mul_(2)
+            dist.all_reduce(w)
+            broadcast(z, 0)
+            w.data.clamp_(-1, 1)
+            xs[0].add_(1)
+            return mask
+        """
+    )
+    found = sorted((w.how, sorted(w.names), w.through) for w in model.inplace_writes)
+    assert found == [
+        ("add_()", ["xs"], "[...]"),
+        ("apply_()", ["x"], ".detach()"),
+        ("clamp_()", [], None),  # `.data` is the deliberate, untracked way: not seen through
+        ("mul_()", ["z"], None),  # `.t()` is an alias method already
+        ("torch.distributed.all_reduce()", ["w"], None),
+        ("torch.distributed.broadcast()", ["z"], None),
+        ("zero_()", ["y"], "[...]"),
+    ]
+
+
+def test_setattr_with_a_literal_name_is_an_attribute_store() -> None:
+    model, _ = model_of(
+        """
+        def forward(ctx, x, name):
+            y = x.exp()
+            setattr(ctx, "y", y)
+            setattr(ctx, name, y)
+            setattr(ctx, "not an identifier", y)
+            return y
+        """
+    )
+    stores = [(f.detail, f.owner, sorted(b.name for b in f.origins)) for f in model.flows_to(Sink.CTX_ATTRIBUTE)]
+    assert stores == [("y", "ctx", ["y"])]

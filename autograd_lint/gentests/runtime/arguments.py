@@ -53,9 +53,11 @@ def _recorded_args(case: Case) -> tuple[Any, ...]:
     args = tuple(_promoted(a) for a in args)
     # A tensor subclass (MaskedTensor, a jagged nested tensor) keeps what was recorded: it is not differentiated.
     top = [a for a in args if is_plain(a) and is_differentiable_dtype(a.dtype)]
-    strided = [a for a in top if a.layout == torch.strided]
+    # Never differentiated by backward (a mask, a fixed filter bank): never made to require grad.
+    fixed = [a for i, a in enumerate(args) if i in case.no_grad and isinstance(a, torch.Tensor)]
+    strided = [a for a in top if a.layout == torch.strided and not any(a is f for f in fixed)]
     for tensor_arg in top:
-        if tensor_arg.layout != torch.strided:
+        if tensor_arg.layout != torch.strided or any(tensor_arg is f for f in fixed):
             tensor_arg.requires_grad_(False)
     if strided and not any(a.requires_grad for a in strided):
         for tensor_arg in strided:
@@ -147,9 +149,10 @@ def _make_tensor(arg: TensorInput, shape: tuple[int, ...], domain: Domain,
 
 
 def build_args(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]], scalars: Iterator[float],
-               domain: Domain, seed: int, pickled: str | None = None, with_function: bool = False) -> tuple[Any, ...]:
+               domain: Domain, seed: int, pickled: str | None = None, with_function: bool = False,
+               no_grad: tuple[int, ...] = ()) -> tuple[Any, ...]:
     if pickled is not None:
-        return _recorded_args(Case((), pickled, with_function))
+        return _recorded_args(Case((), pickled, with_function, no_grad=no_grad))
     generator = torch.Generator().manual_seed(seed)
     built = []
     for arg in case_args:
@@ -166,7 +169,7 @@ def build_args(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]], sc
 def search_shape_plans(count: int) -> list[tuple[tuple[int, ...], ...]]:
     """Candidate shapes for ``count`` searched tensors, most common layouts first."""
     same = [(3, 4), (2, 3, 4), (3, 3), (4,), ()]
-    dims = [3, 4, 5, 6, 7, 8, 9, 10][: count + 1]
+    dims = [3 + i for i in range(count + 1)]  # one more than the tensors: any number of them
     plans: list[tuple[tuple[int, ...], ...]] = [tuple([same[0]] * count)]
     # Matrix chains (a @ b @ ...), plain and batched.
     plans.append(tuple((dims[i], dims[i + 1]) for i in range(count)))
@@ -175,6 +178,9 @@ def search_shape_plans(count: int) -> list[tuple[tuple[int, ...], ...]]:
     # A matrix with vectors broadcast against its last dimension (bias, scale).
     plans.append(((3, 4),) + ((4,),) * (count - 1))
     plans.extend(tuple([shape] * count) for shape in same[3:])
+    # Last resorts for a backward written for one size (a forward that accepts any): other last dimensions.
+    plans.extend(tuple([(3, last)] * count) for last in (2, 5, 6, 7, 8))
+    plans.extend(tuple([(last,)] * count) for last in (2, 3, 5, 6, 7, 8))
     unique: list[tuple[tuple[int, ...], ...]] = []
     for plan in plans:
         if plan not in unique:

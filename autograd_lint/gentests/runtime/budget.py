@@ -10,7 +10,7 @@ from typing import Any, Callable
 import pytest
 
 
-# Seconds one check of the gradcheck family may take (environment, 0 = no limit).  A
+# Seconds one check may take (environment, 0 = no limit).  A
 # recorded case can be large (50x50 matrices, a 500-step SDE): a gradgradcheck of it
 # runs for hours, and a suite that never ends gives no verdict at all.
 CHECK_SECONDS_VARIABLE = "AUTOGRAD_LINT_CHECK_SECONDS"
@@ -50,24 +50,34 @@ def stop_if_over_budget() -> None:
         raise OverBudget
 
 
-def within_time_budget(run_check: Callable[..., None]) -> Callable[..., None]:
-    """``run_check`` (a check of the gradcheck family), skipped with the reason when it outlasts
-    :data:`CHECK_SECONDS_VARIABLE`.
+# In the reason of every check cut off by the limit: the suite's summary counts them by it.
+CUT_OFF = "did not finish within"
+
+
+def within_time_budget(check: Callable[..., None]) -> Callable[..., None]:
+    """``check`` (any check: search, comparison and probes alike), skipped with the reason when it
+    outlasts :data:`CHECK_SECONDS_VARIABLE`.
 
     A check cut short says its verdict is unknown; it never counts as a failure,
-    which would claim a bug nobody saw.
+    which would claim a bug nobody saw.  A check run inside another keeps the
+    outer deadline.
     """
+    name = check.__name__.removeprefix("check_")
 
-    @functools.wraps(run_check)
-    def budgeted(check: str, what: str, function: Any, *args: Any, **kwargs: Any) -> None:
+    @functools.wraps(check)
+    def budgeted(function: Any, *args: Any, **kwargs: Any) -> None:
         seconds = _check_seconds()
         previous = _deadline[0]
-        _deadline[0] = time.monotonic() + seconds if seconds else None
+        if previous is None:
+            _deadline[0] = time.monotonic() + seconds if seconds else None
         try:
-            run_check(check, what, function, *args, **kwargs)
+            check(function, *args, **kwargs)
         except OverBudget:
-            pytest.skip(f"{function.__qualname__}: {check} did not finish within {seconds:g} s on this case; its "
-                        f"verdict is unknown (a large recorded case: record a smaller call, or set "
+            if previous is not None:
+                raise  # the enclosing check's limit: it reports
+            subject = getattr(function, "function", function)
+            pytest.skip(f"{getattr(subject, '__qualname__', subject)}: {name} {CUT_OFF} {seconds:g} s on this case; "
+                        f"its verdict is unknown (a large recorded case: record a smaller call, or set "
                         f"{CHECK_SECONDS_VARIABLE} to more seconds, 0 for no limit)")
         finally:
             _deadline[0] = previous

@@ -31,9 +31,12 @@ class Case:
     # Value domains to try first (evidence in forward, see :mod:`autograd_lint.gentests.domains`), by name.
     domains: tuple[str, ...] = ()
     process_group: RecordedProcessGroup | None = None
+    # A recorded case's positions whose tensors never require grad: backward never differentiates them.
+    no_grad: tuple[int, ...] = ()
 
 
-def recorded(*chunks: str, function: bool = False, process_group: RecordedProcessGroup | None = None) -> Case:
+def recorded(*chunks: str, function: bool = False, process_group: RecordedProcessGroup | None = None,
+             no_grad: tuple[int, ...] = ()) -> Case:
     """A recorded call whose arguments were pickled whole (objects, callables, sparse tensors).
 
     Every call of the case unpickles them afresh: floating tensors in float64,
@@ -41,9 +44,10 @@ def recorded(*chunks: str, function: bool = False, process_group: RecordedProces
     of an argument reaches the objects holding it.  The top-level floating tensors
     require grad as recorded (all of them if none did); sparse ones never do.
     With ``function``, the pickle starts with the Function class: one defined inside
-    a function, which :func:`recorded_function` gives the test.
+    a function, which :func:`recorded_function` gives the test.  The tensors at
+    ``no_grad`` never require grad (every ``return`` of backward gives them ``None``).
     """
-    return Case((), "".join(chunks), function, process_group=process_group)
+    return Case((), "".join(chunks), function, process_group=process_group, no_grad=no_grad)
 
 
 _recorded_functions: dict[str, Any] = {}

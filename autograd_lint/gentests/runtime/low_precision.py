@@ -10,7 +10,7 @@ import torch
 
 from autograd_lint.gentests.runtime.calls import grad_positions
 from autograd_lint.gentests.runtime.cases import Case
-from autograd_lint.gentests.runtime.report import describe_inputs, where_to_reproduce
+from autograd_lint.gentests.runtime.report import describe_inputs, reported, where_to_reproduce
 from autograd_lint.gentests.runtime.search import make_args
 from autograd_lint.gentests.runtime.surrogate import vector_jacobian
 
@@ -61,6 +61,7 @@ def _largest_error(value: torch.Tensor, truth: torch.Tensor) -> float:
     return float((value - truth).abs().max()) if value.numel() else 0.0
 
 
+@reported
 def check_low_precision(function: Any, case: Case, reference: Callable[..., Any], dtype: str = "float32",
                         device: str = "cpu", k: float = 3.0) -> None:
     """A kernel that can't run in float64, compared with its reference as kernel libraries test themselves.

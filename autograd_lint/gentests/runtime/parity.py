@@ -12,11 +12,12 @@ from autograd_lint.gentests.runtime.arguments import BATCH_SIZE, SEED
 from autograd_lint.gentests.runtime.calls import differentiable_call
 from autograd_lint.gentests.runtime.cases import Case
 from autograd_lint.gentests.runtime.gradchecks import ATOL, RTOL
-from autograd_lint.gentests.runtime.report import describe_inputs, where_to_reproduce
+from autograd_lint.gentests.runtime.report import describe_inputs, reported, where_to_reproduce
 from autograd_lint.gentests.runtime.search import make_args
 from autograd_lint.gentests.runtime.tensors import differentiable_outputs, outputs_of
 
 
+@reported
 def check_vmap(function: Any, case: Case, surrogate: bool = False, atol: float = ATOL, rtol: float = RTOL) -> None:
     """``torch.vmap`` over the Function equals a loop, and so do its gradients under ``torch.vmap``.
 
@@ -94,6 +95,7 @@ def _check_batched_gradients(function: Any, samples: list[tuple[Any, ...]], atol
             )
 
 
+@reported
 def check_compile_parity(function: Any, case: Case) -> None:
     """Outputs and gradients agree between eager and ``torch.compile(backend="aot_eager")``;
     with ``setup_context``, so do ``torch.func.grad`` eager and compiled."""

@@ -11,7 +11,8 @@ import torch
 from autograd_lint.gentests.runtime.arguments import SEED
 from autograd_lint.gentests.runtime.calls import grad_positions
 from autograd_lint.gentests.runtime.cases import Case
-from autograd_lint.gentests.runtime.report import describe_inputs, where_to_reproduce
+from autograd_lint.gentests.runtime.contract import gradient_contract
+from autograd_lint.gentests.runtime.report import describe_inputs, reported, where_to_reproduce
 from autograd_lint.gentests.runtime.search import make_args
 from autograd_lint.gentests.runtime.tensors import differentiable_outputs
 
@@ -38,25 +39,22 @@ def vector_jacobian(apply: Callable[..., Any], args: tuple[Any, ...], positions:
     return tuple(grads), tuple(grad_outputs), tuple(outputs)
 
 
-def check_surrogate_gradients(function: Any, case: Case) -> None:
-    """A surrogate backward returns gradients torch accepts (shape, dtype) and they are finite."""
+@reported
+def check_surrogate_gradients(function: Any, case: Case, sampled: bool = False) -> None:
+    """A surrogate backward keeps the gradient contract (:func:`.contract.gradient_contract`: count,
+    shapes, devices, None for non-tensors, finite, grad_output unchanged, deterministic unless
+    ``sampled``), and autograd accepts its gradients."""
+    gradient_contract(function, case, sampled=sampled)
     args = make_args(function, case, compares=False)
     positions = grad_positions(function, args)
     try:
-        grads, _, _ = vector_jacobian(function.apply, args, positions)
-        rejected = None
+        vector_jacobian(function.apply, args, positions)
     except RuntimeError as error:
-        rejected = str(error)
-    if rejected is not None:
-        pytest.fail(f"{function.__qualname__}: backward returned gradients torch rejects: {rejected}\n"
+        pytest.fail(f"{function.__qualname__}: backward returned gradients torch rejects: {error}\n"
                     f"inputs: {describe_inputs(args)}; {where_to_reproduce()}", pytrace=False)
-    for position, grad in zip(positions, grads):
-        if grad is not None and not bool(torch.isfinite(grad).all()):
-            pytest.fail(f"{function.__qualname__}: backward returned a non-finite gradient for input "
-                        f"#{position} though forward's outputs are finite\n"
-                        f"inputs: {describe_inputs(args)}; {where_to_reproduce()}", pytrace=False)
 
 
+@reported
 def check_surrogate_reference(function: Any, case: Case, reference: Callable[..., Any]) -> None:
     """A surrogate backward equals the autograd gradient of its declared reference function.
 

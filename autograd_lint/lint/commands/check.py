@@ -285,7 +285,7 @@ def _check_files(
         if args.diff:
             for error in fixes.errors:
                 print(f"error: {error}", file=sys.stderr)
-            sys.stdout.write("".join(unified_diff(f) for f in fixes.fixes if f.changed))
+            report.write("".join(unified_diff(f) for f in fixes.fixes if f.changed))
             _note(args, fix_summary(fixes, "Would fix"))
             changed = any(f.changed for f in fixes.fixes)
             return EXIT_ERROR if fixes.errors else EXIT_FINDINGS if changed and not args.exit_zero else EXIT_CLEAN
@@ -340,7 +340,8 @@ def _check_stdin(
         for error in fixed.errors:
             print(f"error: {error}", file=sys.stderr)
         # As ruff does: the fixed source goes to stdout (the diff with --diff), the rest to stderr.
-        sys.stdout.write(unified_diff(fixed) if args.diff else fixed.text)
+        # The fixed source is what an editor reads back: stdout, always.
+        (report if args.diff else sys.stdout).write(unified_diff(fixed) if args.diff else fixed.text)
         if not args.diff:
             remaining = CheckOutcome(fixed.remaining, fixed.errors, 1, len(checked.functions), quiet=bool(args.quiet))
             sys.stderr.write(FORMATS["text"](remaining))
@@ -500,7 +501,10 @@ def _watched_files(args: argparse.Namespace) -> list[str]:
     elif args.config:
         configs = extended_files(args.config)
     else:
-        start = Path(os.path.commonpath([os.path.abspath(p) for p in _paths(args)]))
+        try:
+            start = Path(os.path.commonpath([os.path.abspath(p) for p in _paths(args)]))
+        except ValueError:  # paths on different drives
+            start = Path.cwd()
         # A pyproject.toml anywhere up may gain (or lose) the table: each one is watched.
         configs = [f for d in (start, *start.parents) for f in extended_files(d / CONFIG_FILE)]
     try:

@@ -1,0 +1,244 @@
+"""Run-time evidence that backward is not the derivative, the gradient contract, degenerate inputs,
+readable failures and the input kinds the harness makes (issue 25)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from autograd_lint.gentests import harness  # noqa: E402
+from autograd_lint.gentests.harness import Case, any_tensor, tensor  # noqa: E402
+
+
+class Spike(torch.autograd.Function):
+    """A spiking neuron: a step forward, a smooth surrogate backward (not the derivative)."""
+
+    @staticmethod
+    def forward(ctx, mem):
+        ctx.save_for_backward(mem)
+        return (mem > 0).float().to(mem.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mem,) = ctx.saved_tensors
+        s = torch.sigmoid(mem)
+        return grad * s * (1 - s)
+
+
+class SpikeAndPotential(torch.autograd.Function):
+    """Two outputs: the spike (a surrogate) and the potential itself (a true derivative)."""
+
+    @staticmethod
+    def forward(ctx, mem):
+        ctx.save_for_backward(mem)
+        return (mem > 0).to(mem.dtype), mem * 2
+
+    @staticmethod
+    def backward(ctx, grad_spike, grad_mem):
+        (mem,) = ctx.saved_tensors
+        return grad_spike * torch.sigmoid(mem) + 2 * grad_mem
+
+
+class WrongPotential(SpikeAndPotential):
+    @staticmethod
+    def backward(ctx, grad_spike, grad_mem):
+        (mem,) = ctx.saved_tensors
+        return grad_spike * torch.sigmoid(mem) + 3 * grad_mem
+
+
+class FarThreshold(torch.autograd.Function):
+    """A surrogate that is zero wherever the inputs are drawn: both Jacobians are zero."""
+
+    @staticmethod
+    def forward(ctx, mem):
+        ctx.save_for_backward(mem)
+        return (mem > 100).to(mem.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mem,) = ctx.saved_tensors
+        return grad * ((mem - 100).abs() < 0.5).to(grad.dtype)
+
+
+class SampledGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2 * torch.bernoulli(torch.full_like(grad, 0.5)) * 2
+
+
+class WritesGradOutput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.mul_(2)  # noqa: AGL007 - the bug the contract check must catch
+
+
+class OneGradientForTwo(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        return (x + y > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad  # noqa: AGL001 - the bug the contract check must catch
+
+
+class Downcast(torch.autograd.Function):
+    """forward returns float32 for float64 inputs; backward is right."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x * x).float()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad.to(x.dtype)
+
+
+class SumOfNine(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, *tensors):
+        return sum(tensors[1:], tensors[0] * 1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (grad,) * 9
+
+
+def test_a_locally_constant_forward_with_a_gradient_is_an_expected_failure_not_a_failure() -> None:
+    with pytest.raises(pytest.xfail.Exception, match="locally constant at output.s. #0") as caught:
+        harness.check_gradcheck(Spike, Case((any_tensor(),)))
+    assert "gradient contract holds" in str(caught.value)
+    assert "# autograd-lint: surrogate-gradient" in str(caught.value)
+
+
+def test_the_other_outputs_are_still_compared() -> None:
+    with pytest.raises(pytest.xfail.Exception, match="the other outputs agree"):
+        harness.check_gradcheck(SpikeAndPotential, Case((any_tensor(),)))
+    with pytest.raises(pytest.fail.Exception, match="the other outputs disagree with finite differences too"):
+        harness.check_gradcheck(WrongPotential, Case((any_tensor(),)))
+
+
+def test_zero_jacobians_on_both_sides_are_reported_as_degenerate_inputs_not_a_pass() -> None:
+    with pytest.raises(pytest.skip.Exception, match="degenerate inputs: on 3 draw"):
+        harness.check_gradcheck(FarThreshold, Case((any_tensor(),)))
+
+
+def test_a_random_backward_is_recognised_at_run_time() -> None:
+    with pytest.raises(pytest.xfail.Exception, match="backward is random"):
+        harness.check_gradcheck(SampledGradient, Case((any_tensor(),)))
+
+
+def test_the_gradient_contract_of_a_surrogate() -> None:
+    harness.check_surrogate_gradients(Spike, Case((any_tensor(),)))
+    harness.check_surrogate_gradients(SampledGradient, Case((any_tensor(),)), sampled=True)
+    with pytest.raises(pytest.fail.Exception, match="(?s)different gradients .* surrogate-gradient sampled"):
+        harness.check_surrogate_gradients(SampledGradient, Case((any_tensor(),)))
+    with pytest.raises(pytest.fail.Exception, match="wrote into the gradient of output #0"):
+        harness.check_surrogate_gradients(WritesGradOutput, Case((any_tensor(),)))
+    with pytest.raises(pytest.fail.Exception, match="(?s)incorrect number of gradients .* no input fixes this"):
+        harness.check_surrogate_gradients(OneGradientForTwo, Case((any_tensor(), any_tensor())))
+
+
+def test_every_failure_opens_with_the_function_the_check_the_case_and_the_seed() -> None:
+    with pytest.raises(pytest.fail.Exception) as caught:
+        harness.check_surrogate_gradients(WritesGradOutput, Case((any_tensor(),)))
+    assert str(caught.value).startswith("FAILED WritesGradOutput · surrogate_gradients · case ")
+    assert "seed 0" in str(caught.value).splitlines()[0]
+
+
+def test_a_bare_error_gets_the_header_and_its_cause() -> None:
+    with pytest.raises(pytest.fail.Exception) as caught:
+        harness.check_gradcheck(OneGradientForTwo, Case((tensor((3,)), tensor((3,)))))
+    message = str(caught.value)
+    assert message.startswith("FAILED OneGradientForTwo · gradcheck")
+    assert "wrong number of gradients; no input fixes this" in message
+
+
+def test_a_forward_that_casts_to_float32_is_compared_at_float32_precision() -> None:
+    harness.check_gradcheck(Downcast, Case((tensor((20, 5)),)))  # > 64 elements: fast mode would raise
+
+
+def test_any_number_of_searched_tensors() -> None:
+    args = harness.make_args(SumOfNine, Case(tuple(any_tensor() for _ in range(9))))
+    assert len(args) == 9
+
+
+class SlowForward(torch.autograd.Function):
+    """Each forward sleeps: the search alone outlasts a short limit."""
+
+    @staticmethod
+    def forward(ctx, x):
+        import time
+
+        time.sleep(0.3)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_the_time_limit_bounds_every_check_search_included(monkeypatch) -> None:
+    monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0.5")
+    with pytest.raises(pytest.skip.Exception, match="surrogate_gradients did not finish within 0.5 s"):
+        harness.check_surrogate_gradients(SlowForward, Case((any_tensor(),)))
+
+
+def test_the_suite_reports_checks_cut_off(pytester: pytest.Pytester, monkeypatch) -> None:
+    pytester.makepyfile(test_slow="""
+        import time
+
+        import torch
+        from autograd_lint.gentests.harness import Case, any_tensor, check_gradcheck
+
+
+        class SlowForward(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                time.sleep(0.3)
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2
+
+
+        def test_gradcheck():
+            check_gradcheck(SlowForward, Case((any_tensor(),)))
+    """)
+    monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0.5")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*autograd-lint: 1 generated check(s) cut off by the time limit*"])
+
+
+def test_a_recorded_case_keeps_its_no_grad_positions_non_tensors_among_them() -> None:
+    from autograd_lint.gentests import pickled
+    from autograd_lint.gentests.harness import recorded
+
+    mask = torch.ones(3, dtype=torch.float64)
+    text = pickled.dumps((torch.ones(3, dtype=torch.float64), mask, torch.device("cpu")))
+    args = harness.make_args(Masked, recorded(text, no_grad=(1, 2)))
+    assert args[0].requires_grad and not args[1].requires_grad and args[2] == torch.device("cpu")
+
+
+class Masked(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mask, device):
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask, None, None

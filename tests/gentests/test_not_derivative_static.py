@@ -1,0 +1,152 @@
+"""Static evidence that backward is not the derivative: surrogates of steps, sampled gradients (no torch)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from autograd_lint.model.analysis import analyze
+from autograd_lint.model.source import SourceFile
+from autograd_lint.settings import Settings
+from autograd_lint.gentests.not_derivative import not_the_derivative, sampled_gradient, surrogate_of_a_step
+
+
+def _spec(source: str):
+    text = "import torch\n\n" + textwrap.dedent(source)
+    analysis = analyze(SourceFile("m.py", text, "m"), {}, Settings())
+    (spec,) = analysis.functions
+    return spec, text.splitlines()
+
+
+SPIKES = {
+    "comparison_cast": """
+        class Spike(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, mem, thr):
+                ctx.save_for_backward(mem)
+                spk = (mem - thr > 0).float()
+                return spk
+
+            @staticmethod
+            def backward(ctx, grad):
+                (mem,) = ctx.saved_tensors
+                s = torch.sigmoid(mem)
+                return grad * s * (1 - s), None
+    """,
+    "method_comparison_to": """
+        class Spike(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x.gt(0).to(x.dtype)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (x,) = ctx.saved_tensors
+                return grad_output / (1 + x.abs()) ** 2
+    """,
+    "straight_through_clone": """
+        class STE(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return (x > 0).float()
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad.clone()
+    """,
+    "one_hot_of_argmax": """
+        class Hard(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, logits):
+                index = logits.argmax(-1)
+                return torch.nn.functional.one_hot(index, logits.shape[-1]).to(logits.dtype)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPIKES))
+def test_a_step_forward_with_a_gradient_is_a_surrogate(name: str) -> None:
+    spec, lines = _spec(SPIKES[name])
+    reason = not_the_derivative(spec, lines) or surrogate_of_a_step(spec, lines)
+    assert reason is not None and ("surrogate" in reason or "straight-through" in reason)
+
+
+NOT_STEPS = {
+    "relu_by_mask": """
+        class ReLU(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return (x > 0).float() * x
+
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return grad * (x > 0).float()
+    """,
+    "step_with_zero_gradient": """
+        class Step(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return (x > 0).float()
+
+            @staticmethod
+            def backward(ctx, grad):
+                return torch.zeros_like(grad)
+    """,
+    "written_in_a_loop": """
+        class Loop(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                for y in [x]:
+                    out = y * 2
+                return (out > 0).float() + out
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2
+    """,
+    "step_only_of_a_non_differentiated_input": """
+        class Masked(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, mask):
+                ctx.save_for_backward(mask)
+                return x * (mask > 0).float()
+
+            @staticmethod
+            def backward(ctx, grad):
+                (mask,) = ctx.saved_tensors
+                return grad * (mask > 0).float(), None
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_STEPS))
+def test_forward_that_is_not_piecewise_constant_is_left_alone(name: str) -> None:
+    spec, lines = _spec(NOT_STEPS[name])
+    assert surrogate_of_a_step(spec, lines) is None
+    assert sampled_gradient(spec, lines) is None
+
+
+def test_random_numbers_in_backward_are_a_sampled_gradient() -> None:
+    spec, lines = _spec("""
+        class Sampled(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, logits):
+                ctx.save_for_backward(logits)
+                return torch.softmax(logits, -1)
+
+            @staticmethod
+            def backward(ctx, grad):
+                (logits,) = ctx.saved_tensors
+                sample = torch.multinomial(torch.softmax(logits, -1), 1)
+                return grad * torch.zeros_like(logits).scatter(-1, sample, 1.0)
+    """)
+    reason = sampled_gradient(spec, lines)
+    assert reason is not None and "multinomial, line 13" in reason
