@@ -657,7 +657,9 @@ class _Finder:
             if isinstance(statement, cst.FunctionDef):
                 self.defs.setdefault(statement.name.value, []).append(statement)
                 self._collect_defs(_block(statement.body))
-            elif isinstance(statement, (cst.If, cst.Try, cst.With, cst.For, cst.While, cst.ClassDef)):
+            elif isinstance(
+                statement, (cst.If, cst.Try, cst.TryStar, cst.With, cst.For, cst.While, cst.Match, cst.ClassDef)
+            ):
                 for child in _bodies(statement):
                     self._collect_defs(child)
 
@@ -674,7 +676,7 @@ class _Finder:
                     self._small(small)
             elif isinstance(statement, cst.ClassDef):
                 self._statements(_block(statement.body), new_scope=True)
-            elif isinstance(statement, (cst.If, cst.Try, cst.With, cst.For, cst.While)):
+            elif isinstance(statement, (cst.If, cst.Try, cst.TryStar, cst.With, cst.For, cst.While, cst.Match)):
                 for child in _bodies(statement):
                     self._statements(child)
         if new_scope:
@@ -910,3 +912,5 @@ def _bodies(statement: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
             yield _block(child.body)
     for handler in getattr(statement, "handlers", ()):
         yield _block(handler.body)
+    for case in getattr(statement, "cases", ()):
+        yield _block(case.body)

@@ -167,7 +167,7 @@ def _walk_classes(
             yield from _walk_classes(
                 _block(statement.body), f"{prefix}{statement.name.value}.<locals>.", unit
             )
-        elif isinstance(statement, (cst.If, cst.Try, cst.With, cst.For, cst.While)):
+        elif isinstance(statement, (cst.If, cst.Try, cst.TryStar, cst.With, cst.For, cst.While, cst.Match)):
             for child in _compound_bodies(statement):
                 yield from _walk_classes(child, prefix, unit)
 
@@ -185,6 +185,8 @@ def _compound_bodies(statement: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
             yield _block(child.body)
     for handler in getattr(statement, "handlers", ()):
         yield _block(handler.body)
+    for case in getattr(statement, "cases", ()):
+        yield _block(case.body)
 
 
 def extract_functions(

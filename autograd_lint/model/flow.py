@@ -185,7 +185,9 @@ def can_fall_through(body: Sequence[cst.BaseStatement]) -> bool:
         # `while True:` without break only ends through return/raise.
         is_forever = isinstance(last.test, cst.Name) and last.test.value == "True"
         return not is_forever or count_in(last.body, lambda n: isinstance(n, cst.Break)) > 0
-    if isinstance(last, cst.Try):
+    if isinstance(last, (cst.Try, cst.TryStar)):
+        # `except*` handlers can run one after another, but none can `return`: any that
+        # falls through lets the statement fall through, as with `except`.
         if last.finalbody is not None and not can_fall_through(suite_body(last.finalbody.body)):
             return False
         body_ends = not can_fall_through(suite_body(last.body)) if last.orelse is None else not can_fall_through(

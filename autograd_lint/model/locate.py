@@ -37,8 +37,15 @@ from typing import Callable, Iterator, Mapping, Sequence
 INDENT = r"[ \t\f]*"
 # Matched at line starts found by `line_matches`, not with re.MULTILINE: jumping
 # between occurrences of the keyword is several times faster than a `^` scan.
-_HEADER = re.compile(rf"({INDENT})class[ \t]+(\w+)[ \t]*\(")
+# Group 3 opens the base list, or the type parameters (PEP 695, ``class F[T](Base)``) before it.
+_HEADER = re.compile(rf"({INDENT})class[ \t]+(\w+)[ \t]*([(\[])")
+_AFTER_TYPE_PARAMETERS = re.compile(r"[ \t]*\(")
 _SCOPE = re.compile(rf"({INDENT})(?:async[ \t]+)?(def|class)[ \t]+(\w+)")
+# The one-line header of a compound statement that is not a scope (``if``, ``try``,
+# ``match``...): a class in its body is not nested in a def or class above it.
+_BLOCK = re.compile(
+    rf"({INDENT})(?:async[ \t]+)?(?:if|elif|else|for|while|with|try|except|finally|match|case)\b.*:[ \t]*(?:#.*)?\r?$"
+)
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 
 
@@ -98,14 +105,24 @@ def line_matches(text: str, keyword: str, pattern: re.Pattern[str]) -> Iterator[
 
 
 def class_headers(text: str) -> list[ClassHeader]:
-    """Every class header with a parenthesised base list, in file order."""
+    """Every class header with a parenthesised base list, in file order.
+
+    The base list may follow type parameters (``class F[T: Tensor](Base)``, Python 3.12+).
+    """
     headers = []
     line, counted_to = 1, 0  # lines are counted incrementally: one pass over the text
     for match in line_matches(text, "class", _HEADER):
-        close = _matching_paren(text, match.end() - 1)
+        open_index = match.end() - 1
+        if match.group(3) == "[":
+            parameters_end = _matching_paren(text, open_index)
+            after = None if parameters_end == -1 else _AFTER_TYPE_PARAMETERS.match(text, parameters_end + 1)
+            if after is None:  # no base list: not a Function
+                continue
+            open_index = after.end() - 1
+        close = _matching_paren(text, open_index)
         if close == -1:
             continue
-        bases = text[match.end() : close]
+        bases = text[open_index + 1 : close]
         line += text.count("\n", counted_to, match.start())
         counted_to = match.start()
         headers.append(
@@ -228,10 +245,12 @@ def _enclosing_scopes(lines: Sequence[str], index: int, indent: int) -> tuple[tu
         if indent == 0:
             break
         match = _SCOPE.match(lines[previous])
-        if match:
-            width = len(match.group(1).rpartition("\f")[2])
+        block = None if match else _BLOCK.match(lines[previous])
+        if match or block:
+            width = len((match or block).group(1).rpartition("\f")[2])
             if width < indent:
-                scopes.insert(0, (match.group(2), match.group(3)))
+                if match:
+                    scopes.insert(0, (match.group(2), match.group(3)))
                 indent = width
     return tuple(scopes)
 

@@ -1104,7 +1104,7 @@ class _Walker:
                 if item.asname is not None:
                     self._bind_value(env, item.asname.name, None, item, How.WITH)
             return self._block(_suite(statement.body), env)
-        if isinstance(statement, cst.Try):
+        if isinstance(statement, (cst.Try, cst.TryStar)):
             return self._try(statement, env)
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
             for decorator in statement.decorators:
@@ -1235,7 +1235,7 @@ class _Walker:
             normal = self._block(_suite(statement.orelse.body), normal)
         return _join(normal, *exits)
 
-    def _try(self, statement: cst.Try, env: _Env) -> _Env | None:
+    def _try(self, statement: cst.Try | cst.TryStar, env: _Env) -> _Env | None:
         entry = dict(env)
         first = len(self.order)
         after_body = self._block(_suite(statement.body), dict(env))
@@ -1247,7 +1247,10 @@ class _Walker:
         # The handlers are walked before `else`, in text order (what is recorded follows the text).
         ends: list[_Env | None] = []
         for handler in statement.handlers:
-            branch = dict(handler_entry)
+            # `except*` handlers run one after another on parts of one exception group:
+            # each may start where an earlier one ended.
+            starts = (handler_entry, *ends) if isinstance(statement, cst.TryStar) else (handler_entry,)
+            branch = dict(_join(*starts) or handler_entry)
             if handler.type is not None:
                 self._expr(handler.type, branch)
             if handler.name is not None:

@@ -295,6 +295,85 @@ class GradientCount(Rule):
                     return grad, grad
             """
         ),
+        # A generic Function (PEP 695 type parameters, Python 3.12+).
+        Valid(
+            """
+            import torch
+
+            class Mul[T: torch.Tensor](torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a: T, b: T) -> T:
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    return grad * b, grad * a
+            """,
+            min_python=(3, 12),
+        ),
+        # Generic methods and `type` aliases around and inside the class (Python 3.12+).
+        Valid(
+            """
+            import torch
+
+            type Scalar = float | int
+
+            class Scale(torch.autograd.Function):
+                type Grads = tuple[torch.Tensor, None]
+
+                @staticmethod
+                def forward[T: torch.Tensor](ctx, x: T, factor: Scalar) -> T:
+                    ctx.factor = factor
+                    return x * factor
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.factor, None
+            """,
+            min_python=(3, 12),
+        ),
+        # Every `case` of a match statement returns both gradients.
+        Valid(
+            """
+            import torch
+
+            class Act(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, kind):
+                    ctx.save_for_backward(x)
+                    ctx.kind = kind
+                    return x.relu() if kind == "relu" else x.sigmoid()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    match ctx.kind:
+                        case "relu":
+                            return grad * (x > 0), None
+                        case _:
+                            s = x.sigmoid()
+                            return grad * s * (1 - s), None
+            """,
+        ),
+        # Positional-only parameters are inputs like any others.
+        Valid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b, /):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad, /):
+                    a, b = ctx.saved_tensors
+                    return grad * b, grad * a
+            """,
+        ),
     ]
     INVALID = [
         # One gradient parameter returned alone while forward takes two inputs.
@@ -436,5 +515,92 @@ class GradientCount(Rule):
             """,
             line=14,
             message="returns 1 gradient, but forward takes 2 inputs",
+        ),
+        # A generic Function (PEP 695, Python 3.12+) is found and checked like any other.
+        Invalid(
+            """
+            import torch
+
+            class Mul[T: torch.Tensor](torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a: T, b: T) -> T:
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    return grad * b
+            """,
+            line=12,
+            message="Mul.backward returns 1 gradient, but forward takes 2 inputs",
+            min_python=(3, 12),
+        ),
+        # A generic forward and `type` aliases (Python 3.12+): the float is still an input.
+        Invalid(
+            """
+            import torch
+
+            type Scalar = float | int
+
+            class Scale(torch.autograd.Function):
+                type Grads = tuple[torch.Tensor, None]
+
+                @staticmethod
+                def forward[T: torch.Tensor](ctx, x: T, factor: Scalar) -> T:
+                    ctx.factor = factor
+                    return x * factor
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.factor
+            """,
+            line=15,
+            message="Scale.backward returns 1 gradient, but forward takes 2 inputs",
+            min_python=(3, 12),
+        ),
+        # One `case` of a match statement forgets the None for `kind`.
+        Invalid(
+            """
+            import torch
+
+            class Act(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, kind):
+                    ctx.save_for_backward(x)
+                    ctx.kind = kind
+                    return x.relu() if kind == "relu" else x.sigmoid()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    match ctx.kind:
+                        case "relu":
+                            return grad * (x > 0), None
+                        case _:
+                            s = x.sigmoid()
+                            return grad * s * (1 - s)
+            """,
+            line=18,
+            message="Act.backward returns 1 gradient, but forward takes 2 inputs",
+        ),
+        # Positional-only parameters (`/`) in forward and backward.
+        Invalid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b, /):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad, /):
+                    a, b = ctx.saved_tensors
+                    return grad * b
+            """,
+            line=12,
+            message="Mul.backward returns 1 gradient, but forward takes 2 inputs",
         ),
     ]

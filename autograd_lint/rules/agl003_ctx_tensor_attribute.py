@@ -384,6 +384,46 @@ class CtxTensorAttribute(Rule):
                     return fused_backward(ctx, grad)
             """
         ),
+        # An assignment expression (walrus) in forward.
+        Valid(
+            """
+            import torch
+
+            class Norm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    if (n := x.norm()) == 0:
+                        raise ValueError(f"zero norm for shape {tuple(x.shape)}")
+                    ctx.save_for_backward(x)
+                    return x / n
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    n = x.norm()
+                    return grad / n - x * (grad * x).sum() / n**3
+            """,
+        ),
+        # PEP 701 f-strings (same quotes nested, Python 3.12+) beside the saved output.
+        Valid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    ctx.save_for_backward(y)
+                    ctx.note = f"{"exp"!r} of {"x".join(map(str, x.shape))}"
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (y,) = ctx.saved_tensors
+                    return grad * y
+            """,
+            min_python=(3, 12),
+        ),
     ]
     INVALID = [
         # An extension's output list kept on ctx holds the returned tensor (torch 2.13: the
@@ -752,6 +792,49 @@ class CtxTensorAttribute(Rule):
             """,
             line=7,
             message="a view of a forward output kept on ctx holds the output as its base",
+        ),
+        # An assignment expression (walrus) in forward does not hide the stored input.
+        Invalid(
+            """
+            import torch
+
+            class Norm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    if (n := x.norm()) == 0:
+                        raise ValueError(f"zero norm for shape {tuple(x.shape)}")
+                    ctx.x = x
+                    return x / n
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x = ctx.x
+                    n = x.norm()
+                    return grad / n - x * (grad * x).sum() / n**3
+            """,
+            line=8,
+            message="Norm.forward stores tensor `x` as ctx.x",
+        ),
+        # PEP 701 f-strings (same quotes nested, Python 3.12+) beside the stored output.
+        Invalid(
+            """
+            import torch
+
+            class Exp(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = x.exp()
+                    ctx.y = y
+                    ctx.note = f"{"exp"!r} of {"x".join(map(str, x.shape))}"
+                    return y
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.y
+            """,
+            line=7,
+            message="Exp.forward stores tensor `y` as ctx.y",
+            min_python=(3, 12),
         ),
     ]
 

@@ -167,6 +167,39 @@ class BackwardArity(Rule):
                     return g_sum + g_diff, g_sum - g_diff
             """
         ),
+        # Positional-only parameters (`/`): one gradient per output.
+        Valid(
+            """
+            import torch
+
+            class Split(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, /):
+                    return x.clone(), x.clone()
+
+                @staticmethod
+                def backward(ctx, grad_a, grad_b, /):
+                    return grad_a + grad_b
+            """,
+        ),
+        # A generic Function with a generic `type` alias (Python 3.12+).
+        Valid(
+            """
+            import torch
+
+            type Pair[T] = tuple[T, T]
+
+            class Split[T: torch.Tensor](torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: T) -> Pair[T]:
+                    return x.clone(), x.clone()
+
+                @staticmethod
+                def backward(ctx, grad_a, grad_b):
+                    return grad_a + grad_b
+            """,
+            min_python=(3, 12),
+        ),
     ]
     INVALID = [
         Invalid(
@@ -239,5 +272,42 @@ class BackwardArity(Rule):
             """,
             line=11,
             message="boxed_grads_call = True passes all gradients as one list",
+        ),
+        # Positional-only parameters (`/`) in forward and backward.
+        Invalid(
+            """
+            import torch
+
+            class Split(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, /):
+                    return x.clone(), x.clone()
+
+                @staticmethod
+                def backward(ctx, grad, /):
+                    return grad
+            """,
+            line=9,
+            message="Split.backward takes 1 gradient, but forward returns 2 outputs",
+        ),
+        # A generic Function with a generic `type` alias (Python 3.12+).
+        Invalid(
+            """
+            import torch
+
+            type Pair[T] = tuple[T, T]
+
+            class Split[T: torch.Tensor](torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: T) -> Pair[T]:
+                    return x.clone(), x.clone()
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """,
+            line=11,
+            message="Split.backward takes 1 gradient, but forward returns 2 outputs",
+            min_python=(3, 12),
         ),
     ]

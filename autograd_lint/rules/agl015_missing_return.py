@@ -227,6 +227,48 @@ class MissingReturn(Rule):
                         pass
             """
         ),
+        # An `except*` handler (Python 3.11+) that re-raises: no path falls off the end.
+        Valid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    try:
+                        return grad * b, grad * a
+                    except* RuntimeError as group:
+                        print(len(group.exceptions), "errors in backward")
+                        raise
+            """,
+            min_python=(3, 11),
+        ),
+        # A PEP 701 f-string (a backslash in a replacement field, Python 3.12+) in the raise.
+        Valid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    if grad.dim() != a.dim():
+                        raise ValueError(f"shapes: {"\\n".join(str(t.shape) for t in (grad, a, b))}")
+                    return grad * b, grad * a
+            """,
+            min_python=(3, 12),
+        ),
     ]
     INVALID = [
         Invalid(
@@ -307,5 +349,51 @@ class MissingReturn(Rule):
             """,
             line=14,
             message="Triple.jvp can reach the end",
+        ),
+        # An `except*` handler (Python 3.11+) can't `return`; this one falls off the end.
+        Invalid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    try:
+                        return grad * b, grad * a
+                    except* RuntimeError as group:
+                        print(len(group.exceptions), "errors in backward")
+            """,
+            line=10,
+            message="Mul.backward can reach the end of its body without `return`",
+            min_python=(3, 11),
+        ),
+        # A PEP 701 f-string (a backslash in a replacement field, Python 3.12+) in a branch that prints.
+        Invalid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    if grad.dim() != a.dim():
+                        print(f"shapes: {"\\n".join(str(t.shape) for t in (grad, a, b))}")
+                    else:
+                        return grad * b, grad * a
+            """,
+            line=10,
+            message="Mul.backward can reach the end of its body without `return`",
+            min_python=(3, 12),
         ),
     ]

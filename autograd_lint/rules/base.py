@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import enum
 import inspect
+import sys
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Sequence
 
 import libcst as cst
@@ -70,33 +71,44 @@ class Diagnostic:
 
 
 @dataclass(frozen=True)
-class Valid:
-    """Source on which the rule must report nothing."""
+class Example:
+    """Source a rule is run on in its own tests.
+
+    ``min_python`` is the first Python whose parser reads the example (``(3, 12)``
+    for ``class F[T](...)``): the analyser checks only what the running Python
+    compiles, so on an older one the example is skipped, not run.
+    """
 
     code: str
+    min_python: tuple[int, int] | None = field(default=None, kw_only=True)
 
     @property
     def source(self) -> str:
         return textwrap.dedent(self.code).lstrip("\n")
 
+    @property
+    def parses_here(self) -> bool:
+        """Whether the running Python's parser reads this example."""
+        return self.min_python is None or sys.version_info >= self.min_python
+
 
 @dataclass(frozen=True)
-class Invalid:
+class Valid(Example):
+    """Source on which the rule must report nothing."""
+
+
+@dataclass(frozen=True)
+class Invalid(Example):
     """Source on which the rule must report a finding on ``line`` (1-based) whose message
     contains ``message``.  Both are required of every example (tests/rules/test_rule_examples.py
     fails on one without them); they default to None only so that a missing one is a test
     failure naming the example, not an import error of every rule."""
 
-    code: str
     line: int | None = None
     message: str | None = None  # a substring the message must contain
     # The source after the rule's fixes, safe and unsafe (dedented like ``code``);
     # None for a rule with a fix means that the fix leaves this example unchanged.
     fixed: str | None = None
-
-    @property
-    def source(self) -> str:
-        return textwrap.dedent(self.code).lstrip("\n")
 
     @property
     def fixed_source(self) -> str | None:

@@ -41,6 +41,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.slow
+@pytest.mark.requires_torch
 def test_invalid_examples_graph_break_and_valid_ones_compile() -> None:
     pytest.importorskip("torch")
     cases = {

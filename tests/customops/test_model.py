@@ -110,6 +110,8 @@ def test_flake8_agrees_with_check_on_each_custom_op_example(tmp_path: Path) -> N
             continue
         for kind, examples in (("invalid", rule.INVALID), ("valid", rule.VALID)):
             for index, example in enumerate(examples):
+                if not example.parses_here:
+                    continue  # newer syntax: checked on the interpreters that have it
                 name = f"{rule.code.lower()}_{kind}_{index}.py"
                 (tmp_path / name).write_text(example.source)
                 names.append(name)

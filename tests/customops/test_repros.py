@@ -41,6 +41,7 @@ def failures_by_module(report: Path) -> dict[str, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.requires_torch
 def test_generated_tests_fail_on_the_bad_case_only(pytester: pytest.Pytester) -> None:
     pytest.importorskip("torch")
     package = pytester.mkdir("repros")

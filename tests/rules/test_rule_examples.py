@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from autograd_lint.model.analysis import analyze
@@ -9,12 +11,21 @@ from autograd_lint.model.custom_ops import RunCustomOps
 from autograd_lint.lint.engine import check_analysis
 from autograd_lint.lint.fix import fix_source, verify
 from autograd_lint.rules import all_rules
-from autograd_lint.rules.base import FixSafety, Invalid, Rule, Valid
+from autograd_lint.rules.base import Example, FixSafety, Invalid, Rule, Valid
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceFile
 
+
+def needs_its_python(example: Example) -> list[pytest.MarkDecorator]:
+    """Skip an example written in syntax newer than the running Python: it runs on the interpreters that have it."""
+    if example.parses_here:
+        return []
+    wanted = ".".join(map(str, example.min_python or ()))
+    return [pytest.mark.skip(reason=f"Python {wanted} syntax; running {sys.version_info.major}.{sys.version_info.minor}")]
+
+
 CASES = [
-    pytest.param(rule, example, id=f"{rule.code}-{kind}-{index}")
+    pytest.param(rule, example, id=f"{rule.code}-{kind}-{index}", marks=needs_its_python(example))
     for rule in all_rules()
     for kind, examples in (("valid", rule.VALID), ("invalid", rule.INVALID))
     for index, example in enumerate(examples)
@@ -50,7 +61,7 @@ def test_rule_carries_enough_examples(rule: type[Rule]) -> None:
 
 
 FIX_CASES = [
-    pytest.param(rule, example, id=f"{rule.code}-invalid-{index}")
+    pytest.param(rule, example, id=f"{rule.code}-invalid-{index}", marks=needs_its_python(example))
     for rule in all_rules()
     if rule.fixer is not None
     for index, example in enumerate(rule.INVALID)
