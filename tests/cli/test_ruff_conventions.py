@@ -138,6 +138,18 @@ def test_output_file_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Pat
     assert result.stderr.startswith("error: taken: cannot be written") and result.stderr.count("\n") == 1
 
 
+def test_output_file_never_replaces_a_source_file(tmp_path: Path) -> None:
+    (tmp_path / "ops.py").write_text(BUGGY)
+    (tmp_path / "other.py").write_text(CLEAN)
+    result = check("-o", "other.py", "ops.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "error: --output-file other.py: an existing Python source file is never replaced by a report"
+    ]
+    assert (tmp_path / "other.py").read_text() == CLEAN
+    assert (tmp_path / "ops.py").read_text() == BUGGY
+
+
 # -q, -qq, --silent
 
 

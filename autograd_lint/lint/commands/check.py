@@ -194,7 +194,13 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return "--exit-non-zero-on-fix is about what --fix changed: give --fix too"
     if args.watch and (_reads_stdin(args) or args.add_noqa is not None or args.write_baseline):
         return "--watch checks files again as they change: it cannot be combined with -, --add-noqa or --write-baseline"
+    if args.output_file and os.path.splitext(args.output_file)[1] in _SOURCE_SUFFIXES and os.path.exists(args.output_file):
+        # A slip of the shell (`-o ops.py`) must not replace a source file with a report.
+        return f"--output-file {args.output_file}: an existing Python source file is never replaced by a report"
     return None
+
+
+_SOURCE_SUFFIXES = frozenset({".py", ".pyi"})
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
