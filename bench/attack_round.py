@@ -496,14 +496,14 @@ def _(root: Path) -> str | None:
 # ---- configuration and CLI abuse -----------------------------------------------------------------
 
 
-@case("cli", "select-typo", "--select AGL999, --ignore AGL9, ignore = [\"AGL034\"] in pyproject")
+@case("cli", "select-typo", "--select AGL999, --ignore AGL9, ignore = [\"AGL099\"] in pyproject")
 def _(root: Path) -> str | None:
     tree(root)
     for args in (["--select", "AGL999"], ["--ignore", "AGL9"]):
         problem = expect(run(["check", *args, "ops.py"], root), 2, 1, "selects no rule")
         if problem:
             return problem
-    (root / "pyproject.toml").write_text('[tool.autograd-lint]\nignore = ["AGL034"]\n')
+    (root / "pyproject.toml").write_text('[tool.autograd-lint]\nignore = ["AGL099"]\n')
     return expect(run(["check", "ops.py"], root), 2, 1, "selects no rule")
 
 

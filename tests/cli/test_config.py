@@ -205,7 +205,7 @@ def test_bad_code_on_the_command_line_is_a_usage_error(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (("--select", "AGL999"), "error: --select: 'AGL999' selects no rule (no rule code starts with it)\n"),
-        (("--select", "AGL034"), "error: --select: 'AGL034' selects no rule (no rule code starts with it)\n"),
+        (("--select", "AGL099"), "error: --select: 'AGL099' selects no rule (no rule code starts with it)\n"),
         (("--ignore", "AGL9"), "error: --ignore: 'AGL9' selects no rule (no rule code starts with it)\n"),
         (("--extend-select", "AGL0,AGL2000"), "error: --extend-select: 'AGL2000' is not a rule code or prefix (AGL001, AGL0, AGL or ALL)\n"),
     ],

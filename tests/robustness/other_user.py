@@ -54,7 +54,12 @@ def run_as_other_user(
     if ids is None:
         pytest.skip(f"needs setpriv and a user {USER!r}")
     uid, gid = ids
-    command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
-               sys.executable, "-m", "autograd_lint", *args]
+    prefix = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all"]
+    # An interpreter under root's home (a pyenv build with its libpython there) may not run for nobody.
+    probe = subprocess.run([*prefix, sys.executable, "-c", "import autograd_lint"], cwd=cwd,
+                           capture_output=True, text=True, timeout=timeout)
+    if probe.returncode != 0:
+        pytest.skip(f"{USER!r} cannot run this interpreter: {(probe.stderr.strip().splitlines() or ['?'])[-1]}")
+    command = [*prefix, sys.executable, "-m", "autograd_lint", *args]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, input=input,
                           env={**os.environ, "HOME": str(cwd)})

@@ -247,10 +247,12 @@ async def test_resolved_fix_is_versioned_and_refused_once_the_text_changed(
     assert fixed_as_expected(apply_edits(SOURCE, list(document_edit.edits)))
     # The same action, picked after an edit: no edit comes back.
     edited = "# one more line\n" + SOURCE
+    # Listen before the edit: version 2's diagnostics may be published while the resolve is answered.
+    version_2 = asyncio.ensure_future(published(client, path.as_uri(), 2))
     change(client, path, edited, 2)
     stale = await asyncio.wait_for(client.code_action_resolve_async(fix), WAIT)
     assert stale.edit is None
-    await published(client, path.as_uri(), 2)
+    await version_2
     assert (await asyncio.wait_for(client.code_action_resolve_async(fix), WAIT)).edit is None
 
 

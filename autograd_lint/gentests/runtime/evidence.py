@@ -31,17 +31,38 @@ _RANDOM_RELATIVE = 1e-6
 
 
 def constant_outputs(call: DifferentiableCall, inputs: Sequence[torch.Tensor]) -> list[int]:
-    """The outputs that do not move when the inputs move by gradcheck's step (a zero numerical Jacobian)."""
+    """The outputs that do not move when the inputs move by gradcheck's step (a zero numerical Jacobian).
+
+    Strided inputs are moved in place, as gradcheck moves them: an argument that
+    holds the same tensor (a module passed beside its own parameters, as an adjoint
+    method's ``func, y0, *params``) must see the step too.
+    """
     generator = torch.Generator().manual_seed(SEED)
+    originals = [x.detach().clone() for x in inputs]
+
+    def moved(signs: Sequence[torch.Tensor], step: float) -> tuple[torch.Tensor, ...]:
+        shifted = []
+        for x, original, sign in zip(inputs, originals, signs):
+            if x.layout == torch.strided:
+                x.copy_(original + step * sign)
+                shifted.append(x)
+            else:
+                shifted.append(original + step * sign)
+        return tuple(out.clone() for out in call(*shifted))
+
     with torch.no_grad():
         base = call(*inputs)
         still = [out.numel() > 0 for out in base]
-        for _ in range(_DIRECTIONS):
-            signs = [torch.randint(0, 2, x.shape, generator=generator).to(x) * 2 - 1 for x in inputs]
-            plus = call(*(x + _STEP * s for x, s in zip(inputs, signs)))
-            minus = call(*(x - _STEP * s for x, s in zip(inputs, signs)))
-            for index, (a, b) in enumerate(zip(plus, minus)):
-                still[index] = still[index] and a.shape == b.shape and bool(torch.equal(a, b))
+        try:
+            for _ in range(_DIRECTIONS):
+                signs = [torch.randint(0, 2, x.shape, generator=generator).to(x) * 2 - 1 for x in inputs]
+                plus, minus = moved(signs, _STEP), moved(signs, -_STEP)
+                for index, (a, b) in enumerate(zip(plus, minus)):
+                    still[index] = still[index] and a.shape == b.shape and bool(torch.equal(a, b))
+        finally:
+            for x, original in zip(inputs, originals):
+                if x.layout == torch.strided:
+                    x.copy_(original)
     return [index for index, constant in enumerate(still) if constant]
 
 
