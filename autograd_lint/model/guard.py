@@ -234,6 +234,11 @@ def compile_like_cpython(text: str, path: str) -> None:
     """
     if len(text) > MAX_PARSED_CHARS:
         raise TooLarge(f"too large to analyse ({len(text):,} characters; the limit is {MAX_PARSED_CHARS:,})")
+    if "\r" in text:
+        # ``python`` and ``import`` read a file with universal newlines; given the text
+        # as it is, 3.10 and 3.11 compile a backslash before a final "\r\n" that they
+        # refuse in a file (3.12 and later refuse it either way).
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     frames = 0
     frame = sys._getframe()
     while frame is not None:
