@@ -282,3 +282,43 @@ def test_the_discovery_worker_sends_each_function_s_backward_lines(tmp_path: Pat
     assert found["Sub"].backward == OpCode(ops, "Base.backward", 10, 12)
     assert found["Sub"].backward_owner == (ops, "Base")
     assert found["Alias"].backward == OpCode(ops, "Alias.vjp", 25, 26)
+
+
+def test_lines_other_processes_saved_during_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a multiprocessing child saves beside the data file counts; a file that was there
+    unchanged before, this process's own, SQLite side files and unreadable files do not."""
+    coverage = pytest.importorskip("coverage")
+    from autograd_lint.coverage.coverage_data import lines_saved_since, parallel_files
+
+    ops = tmp_path / "ops.py"
+    ops.write_text("a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n")
+
+    def save(suffix: str, lines: list[int]) -> Path:
+        data = coverage.CoverageData(basename=str(tmp_path / ".coverage"), suffix=suffix)
+        data.add_lines({str(ops): lines})
+        data.write()
+        return Path(data.data_filename())
+
+    stale = save("earlier.1", [1])
+    changed = save("reused.2", [2])
+    monkeypatch.chdir(tmp_path)
+    cov = coverage.Coverage(data_file=str(tmp_path / ".coverage"), data_suffix="mine.3", config_file=False)
+    cov.start()
+    try:
+        before = parallel_files()
+        assert set(before) == {str(stale), str(changed)}
+        save("child.4", [3])
+        changed.unlink()
+        save("reused.2", [2, 4])  # the same name written again during the run
+        (tmp_path / ".coverage.child.5-journal").write_bytes(b"not a data file")
+        (tmp_path / ".coverage.broken.6").write_bytes(b"not a data file either")
+        (tmp_path / ".coverage.folder.7").mkdir()
+        # This process's own data, saved during the run: read from memory, never from its file.
+        cov.get_data().add_lines({str(ops): [5]})
+        cov.save()
+        own = cov.get_data().data_filename()
+        assert own.endswith(".coverage.mine.3") and own in parallel_files()
+        saved = lines_saved_since(before)
+    finally:
+        cov.stop()
+    assert saved == {os.path.realpath(ops): {2, 3, 4}}
