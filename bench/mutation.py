@@ -159,7 +159,10 @@ def compiles(source: str, operator_name: str, arguments: str | None, occurrence:
     while isinstance(options, str):  # SQLAlchemy's JSON column stores an encoded string
         options = json.loads(options)
     operator = get_operator(operator_name)(**(options or {}))
-    mutated = mutate_code(source, operator, occurrence)
+    try:
+        mutated = mutate_code(source, operator, occurrence)
+    except Exception:  # noqa: BLE001 - cosmic-ray 8.7's own bugs (ExceptionReplacer on an
+        return False  # `except (A, B)` tuple raises AttributeError): a mutant it cannot make
     if mutated is None:
         return False
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograd_lint.coverage import report
-from autograd_lint.coverage.discovery_worker import Discovered, OpCode, _from_json, main
+from autograd_lint.coverage.discovery_worker import Discovered, DiscoveredOp, OpCode, _from_json, main
 from autograd_lint.sidefiles import SideFileError
 
 ROOT = "/project"
@@ -322,3 +322,21 @@ def test_lines_other_processes_saved_during_the_run(tmp_path: Path, monkeypatch:
     finally:
         cov.stop()
     assert saved == {os.path.realpath(ops): {2, 3, 4}}
+
+
+def test_build_gives_each_custom_op_backward_a_row_with_its_lines() -> None:
+    """A registered backward is its own row (keyed by the backward function), with the lines of the
+    backward and, when one is registered, of setup_context; the specs after it are still read."""
+    with_setup = DiscoveredOp("ns::scale", OPS, 50, OpCode(OPS, "scale_backward", 60, 62),
+                              OpCode(OPS, "scale_setup", 55, 57))
+    without = DiscoveredOp("ns::cube", OPS, 70, OpCode(OPS, "cube_backward", 75, 76), None)
+    runs = report.Runs({(OPS, "scale_backward"): counts(forward=1, backward=1)}, {})
+    rows = by_name(report.build(runs, [with_setup, without, discovered("After", 80, backward_line=85)], [ROOT]))
+    assert sorted(rows) == ["After", "cube_backward", "scale_backward"]
+    scale, cube = rows["scale_backward"], rows["cube_backward"]
+    assert (scale.path, scale.line, scale.kind, scale.op, scale.has_backward) == (OPS, 60, "custom_op", "ns::scale", True)
+    assert scale.counts == counts(forward=1, backward=1) and scale.backward_ran
+    assert {role: (c.path, c.qualname, c.line, c.last_line) for role, c in scale.code_lines.items()} == {
+        "backward": (OPS, "scale_backward", 60, 62), "setup_context": (OPS, "scale_setup", 55, 57)}
+    assert list(cube.code_lines) == ["backward"] and cube.path == OPS and not cube.backward_ran
+    assert rows["After"].kind == "autograd.Function" and rows["After"].op is None
