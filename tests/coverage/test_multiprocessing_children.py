@@ -80,9 +80,13 @@ IN_CHILD_BODY = [11, 12]
 NEVER_RAN_BODY = [22, 23]
 
 
-@pytest.mark.parametrize("method", ["spawn", "fork"])
+# (start method, how coverage runs): coverage.py itself, then pytest-cov, which combines the data itself.
+RUNS = [("spawn", "coverage run"), ("fork", "coverage run"), ("spawn", "pytest-cov")]
+
+
+@pytest.mark.parametrize(("method", "runner"), RUNS)
 def test_backward_run_in_a_multiprocessing_child_is_exercised(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, method: str
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, method: str, runner: str
 ) -> None:
     import coverage
 
@@ -96,8 +100,11 @@ def test_backward_run_in_a_multiprocessing_child_is_exercised(
     stale = coverage.CoverageData(basename=str(pytester.path / ".coverage"), suffix="earlier.1.x")
     stale.add_lines({str(pytester.path / "ops.py"): NEVER_RAN_BODY})
     stale.write()
+    if runner == "pytest-cov":
+        pytest.importorskip("pytest_cov")
+    command = ["coverage", "run", "-m", "pytest"] if runner == "coverage run" else ["pytest", "--cov", "--cov-report="]
     result = pytester.run(
-        sys.executable, "-m", "coverage", "run", "-m", "pytest", "-p", "no:cacheprovider",
+        sys.executable, "-m", *command, "-p", "no:cacheprovider",
         "--autograd-cov", "--autograd-cov-no-compile", "--autograd-cov-fail-unexercised",
         "--autograd-cov-json=report.json", "test_ops.py", timeout=300,
     )
@@ -120,9 +127,11 @@ def test_backward_run_in_a_multiprocessing_child_is_exercised(
     assert never["lines"]["backward"]["executed"] == []
     assert never["lines"]["backward"]["missing"] == NEVER_RAN_BODY
     assert "0 (lines ran)" in next(line for line in output.splitlines() if "::InChild" in line)
-    # What the report read is what `coverage combine` joins: the child's lines are in the data.
-    combined = coverage.Coverage(data_file=str(pytester.path / ".coverage"))
-    stale_file = pytester.path / ".coverage.earlier.1.x"
-    stale_file.unlink()
-    combined.combine()
-    assert set(IN_CHILD_BODY) <= set(combined.get_data().lines(str(pytester.path / "ops.py")) or ())
+    # What the report read is what `coverage combine` joins (pytest-cov joined it already): the
+    # child's lines are in the data.
+    (pytester.path / ".coverage.earlier.1.x").unlink(missing_ok=True)  # pytest-cov erased it at start
+    if runner == "coverage run":
+        coverage.Coverage(data_file=str(pytester.path / ".coverage")).combine()
+    combined = coverage.CoverageData(basename=str(pytester.path / ".coverage"))
+    combined.read()
+    assert set(IN_CHILD_BODY) <= set(combined.lines(str(pytester.path / "ops.py")) or ())
