@@ -88,13 +88,13 @@ def parallel_files() -> dict[str, Stamp]:
     # to flush yet coverage goes on to record the unexecuted source files, too early.
     base = os.path.abspath(cov.get_option("run:data_file"))
     found = {}
-    for path in glob.glob(glob.escape(base) + ".*"):
+    for path in sorted(glob.glob(glob.escape(base) + ".*")):
         # SQLite's side files of a data file being written are not data files.
         if path.endswith(("-journal", "-wal", "-shm")):
             continue
         try:
             info = os.stat(path)
-        except OSError:
+        except OSError:  # gone since it was listed, or a dangling link
             continue
         if stat.S_ISREG(info.st_mode):
             found[path] = (info.st_mtime_ns, info.st_size)
@@ -109,11 +109,11 @@ def lines_saved_since(before: Mapping[str, Stamp]) -> dict[str, set[int]]:
     A file that can't be read (being written, not a data file) is left out:
     its lines are unknown, so they count as not run, never as run.
     """
+    cov = _running()
+    if cov is None:  # the report runs without coverage installed too
+        return {}
     import coverage
 
-    cov = _running()
-    if cov is None:
-        return {}
     own = cov.get_data().data_filename()  # this process's data is read from memory, not from disk
     lines: dict[str, set[int]] = {}
     for path, stamp in parallel_files().items():

@@ -313,6 +313,7 @@ def test_lines_other_processes_saved_during_the_run(tmp_path: Path, monkeypatch:
         (tmp_path / ".coverage.child.5-journal").write_bytes(b"not a data file")
         (tmp_path / ".coverage.broken.6").write_bytes(b"not a data file either")
         (tmp_path / ".coverage.folder.7").mkdir()
+        (tmp_path / ".coverage.0-dangling").symlink_to(tmp_path / "gone")  # listed first, then skipped
         # This process's own data, saved during the run: read from memory, never from its file.
         cov.get_data().add_lines({str(ops): [5]})
         cov.save()
@@ -340,3 +341,14 @@ def test_build_gives_each_custom_op_backward_a_row_with_its_lines() -> None:
         "backward": (OPS, "scale_backward", 60, 62), "setup_context": (OPS, "scale_setup", 55, 57)}
     assert list(cube.code_lines) == ["backward"] and cube.path == OPS and not cube.backward_ran
     assert rows["After"].kind == "autograd.Function" and rows["After"].op is None
+
+
+def test_without_coverage_installed_no_other_process_saved_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-Function report runs without coverage (its counts need none): nothing to read, no error."""
+    import sys
+
+    from autograd_lint.coverage.coverage_data import lines_saved_since, parallel_files
+
+    monkeypatch.setitem(sys.modules, "coverage", None)  # `import coverage` raises ImportError
+    assert parallel_files() == {}
+    assert lines_saved_since({}) == {}
