@@ -15,12 +15,12 @@ import sys
 
 import pytest
 
+# Imported here, not in the test: pytester restores sys.modules after each test, and coverage's
+# C tracer cannot be imported a second time into one process.
+coverage = pytest.importorskip("coverage")
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        any(__import__("importlib").util.find_spec(m) is None for m in ("torch", "coverage")),
-        reason="needs torch and coverage",
-    ),
+    pytest.mark.skipif(__import__("importlib").util.find_spec("torch") is None, reason="needs torch"),
 ]
 
 OPS = """\
@@ -88,8 +88,6 @@ RUNS = [("spawn", "coverage run"), ("fork", "coverage run"), ("spawn", "pytest-c
 def test_backward_run_in_a_multiprocessing_child_is_exercised(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, method: str, runner: str
 ) -> None:
-    import coverage
-
     for name in list(os.environ):
         if name.startswith(("COV_CORE_", "COVERAGE_")):  # an outer coverage must not leak in
             monkeypatch.delenv(name)
