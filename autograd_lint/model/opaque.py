@@ -2,7 +2,7 @@
 
 A Triton kernel launch (``kernel[grid](...)``), a cuTile launch (``cuda.tile.launch``),
 a function of a compiled extension module (a module named ``*_cuda``, ``*_C``,
-``*_ext``, ``*_cpp``) or of a module inside a ``triton`` package of the project
+``*_ext``, ``*_cpp``, or bound by ``torch.utils.cpp_extension.load(...)`` in the module) or of a module inside a ``triton`` package of the project
 (``from pkg.ops.triton.conv import conv_bwd``), and a function of this module whose
 ``def`` launches a Triton kernel: what such a call writes or returns has no autograd
 history, whatever its arguments had.
@@ -84,6 +84,8 @@ def opaque_call(model: MethodModel, call: cst.Call, module_text: str | None = No
     if qualified is None or qualified.startswith("builtins."):
         if not local and "." not in name and module_text is not None and _def_uses(module_text, name, _TRITON_LAUNCH_TEXT):
             return OpaqueCall(call, name, "a function of this module that launches a Triton kernel")
+        if not local and "." in name and module_text is not None and _is_loaded_extension(model, module_text, head):
+            return OpaqueCall(call, name, "a function of a compiled extension module")
         return None
     if qualified in _CUTILE_LAUNCH:
         return OpaqueCall(call, name, "a cuTile kernel launch")
@@ -121,6 +123,16 @@ def is_torch_helper(model: MethodModel, call: cst.Call, module_text: str | None)
     if model.bindings_of(name) or not re.search(rf"^def[ \t]+{re.escape(name)}\b", module_text, re.MULTILINE):
         return False
     return _def_uses(module_text, name, _TORCH_TEXT) and not _def_uses(module_text, name, _NOT_TORCH_TEXT)
+
+
+_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
+
+
+def _is_loaded_extension(model: MethodModel, module_text: str, name: str) -> bool:
+    """Whether the module binds ``name`` only by ``name = load(...)`` (or ``load_inline``)
+    of ``torch.utils.cpp_extension``: a compiled extension built at import."""
+    bound = re.findall(rf"^[ \t]*{re.escape(name)}[ \t]*=[ \t]*([\w.]+)\(", module_text, re.MULTILINE)
+    return bool(bound) and all(model.imports.resolve(callee) in _LOADERS for callee in bound)
 
 
 def opaque_calls(model: MethodModel, module_text: str | None = None) -> list[OpaqueCall]:
