@@ -33,6 +33,10 @@ _TRITON_LAUNCH_TEXT = re.compile(
 )
 
 
+# What a call of a compiled extension module's function is (OpaqueCall.what).
+EXTENSION_FUNCTION = "a function of a compiled extension module"
+
+
 @dataclass(frozen=True)
 class OpaqueCall:
     """A call into code autograd can't differentiate: the call, the callee as written
@@ -85,7 +89,7 @@ def opaque_call(model: MethodModel, call: cst.Call, module_text: str | None = No
         if not local and "." not in name and module_text is not None and _def_uses(module_text, name, _TRITON_LAUNCH_TEXT):
             return OpaqueCall(call, name, "a function of this module that launches a Triton kernel")
         if not local and "." in name and module_text is not None and _is_loaded_extension(model, module_text, head):
-            return OpaqueCall(call, name, "a function of a compiled extension module")
+            return OpaqueCall(call, name, EXTENSION_FUNCTION)
         return None
     if qualified in _CUTILE_LAUNCH:
         return OpaqueCall(call, name, "a cuTile kernel launch")
@@ -94,7 +98,7 @@ def opaque_call(model: MethodModel, call: cst.Call, module_text: str | None = No
     if parts[0] == "torch":
         return None  # torch._C and the like: torch's own differentiable bindings
     if any(_EXTENSION_MODULE.search(part) for part in modules):
-        return OpaqueCall(call, name, "a function of a compiled extension module")
+        return OpaqueCall(call, name, EXTENSION_FUNCTION)
     if "triton" in modules[1:]:
         module = ".".join(modules)
         return OpaqueCall(call, name, f"a function of the Triton module `{module}`")

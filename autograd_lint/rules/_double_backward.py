@@ -36,7 +36,7 @@ from autograd_lint.rules.base import (
     ImportRef,
     Report,
 )
-from autograd_lint.model.opaque import is_torch_helper, opaque_call, opaque_calls
+from autograd_lint.model.opaque import EXTENSION_FUNCTION, is_torch_helper, opaque_call, opaque_calls
 from autograd_lint.model.semantic import ALIAS_METHODS, Binding, BindingFacts, How, MethodModel, Sink
 from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 
@@ -640,9 +640,13 @@ class _Intermediates:
         if not plain and isinstance(value, cst.Call) and self.module_text is not None:
             # `loss, grad_x = ext.forward(x, ...)`: an extension's outputs are new tensors
             # with no history, computed from the inputs it reads.
+            # Only a compiled extension's function: a helper of this module that launches
+            # Triton may hand back more than its kernel's outputs, and its backward
+            # counterpart is often one level further down than this check can see.
+            opaque = opaque_call(self.model, value, self.module_text)
             return (
-                opaque_call(self.model, value, self.module_text) is not None
-                and not isinstance(value.func, cst.Subscript)  # a Triton launch returns nothing
+                opaque is not None
+                and opaque.what == EXTENSION_FUNCTION
                 and _mentions(value, self._derived_use)
             )
         return plain and value is not None and self.is_intermediate_value(value)
@@ -924,7 +928,13 @@ def _saved_intermediate(ctx: FunctionContext) -> _Intermediate | None:
             if arg.name is None or arg.kind is Kind.INDEX_TENSOR or position in unused:
                 continue  # ids and masks have no derivative; a value backward never reads costs nothing
             if intermediates is None:
-                intermediates = _Intermediates(function, forward, ctx.analysis.source.text)
+                # An extension's outputs unpacked in forward count as intermediates only for a
+                # pure-torch backward (AGL009's case); a backward that itself calls opaque code
+                # is AGL033's, judged on its own evidence.
+                backward = function.backward_method
+                text = ctx.analysis.source.text
+                pure = backward is not None and backward.semantic is not None and not opaque_calls(backward.semantic, text)
+                intermediates = _Intermediates(function, forward, text if pure else None)
             if intermediates.is_intermediate_name(arg.name):
                 return _Intermediate(
                     f"forward saves `{arg.name}`, a tensor computed from the inputs, on line "
