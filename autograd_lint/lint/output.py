@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import re
-import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -323,6 +322,8 @@ def render_junit(outcome: CheckOutcome) -> str:
     A file that could not be checked is a test case with an ``error``; a clean run
     is one passing test case, so that a CI system shows that the check ran.
     """
+    import xml.etree.ElementTree as ElementTree
+
     by_path: dict[str, list[Diagnostic]] = {}
     for d in outcome.diagnostics:
         by_path.setdefault(d.path, []).append(d)

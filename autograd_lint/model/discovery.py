@@ -18,17 +18,15 @@ every round of a run).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import gc
-import multiprocessing
 import os
 import pickle
 import re
 import signal
 import sys
 import time
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeAlias, TypeVar
 
@@ -46,6 +44,8 @@ from autograd_lint.model.source import (
 from autograd_lint.model.spec import FunctionSpec
 
 if TYPE_CHECKING:
+    import multiprocessing
+
     from autograd_lint.model.analysis import FileAnalysis, ModuleNeed
     from autograd_lint.model.op_spec import CustomOpModule, RunCustomOps
     from autograd_lint.model.result_cache import ResultCache
@@ -276,12 +276,15 @@ def _analyse(
                       looked_up=known.seen())
 
 
-def _needs_of(state: _Round[T]) -> frozenset[ModuleNeed]:
+def _needs_of(state: _Round[T]) -> frozenset[ModuleNeed] | Callable[[], frozenset[ModuleNeed]]:
+    """The round's needs, as :func:`analyze` takes them (a function: worked out only if asked)."""
     if state.needs is None:
         from autograd_lint.model.analysis import EVERY_NEED
 
         return EVERY_NEED
-    return state.needs if isinstance(state.needs, frozenset) else state.needs(state.settings)
+    if isinstance(state.needs, frozenset):
+        return state.needs
+    return functools.partial(state.needs, state.settings)
 
 
 class _Kept:
@@ -415,7 +418,7 @@ def _read_and_analyse(task: _Task, state: _Round[T]) -> FileResult[T]:
     source = SourceFile(path=path, text=decode_source(data, path), module=module_name(path))
     mentions_ops = None
     from autograd_lint.model.analysis import mentions_function
-    from autograd_lint.model.custom_ops import mentions_custom_op
+    from autograd_lint.model.locate import mentions_custom_op
 
     with stage(path, "deciding whether the file can hold a Function"):
         if state.mention is not None:
@@ -475,6 +478,8 @@ class _Workers:
     def __init__(self, count: int, state: _Round[T]) -> None:
         # fork shares the already-imported libcst and the first round's state with the
         # workers; elsewhere use the default.
+        import multiprocessing  # here: a run of a few files starts no worker
+
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
         self._outbox: multiprocessing.SimpleQueue[_Batch] = context.SimpleQueue()
         self._inboxes: list[multiprocessing.SimpleQueue[_Message]] = []
@@ -541,6 +546,9 @@ class _Workers:
 
     def _receive(self) -> tuple[int, list[FileResult[T]]]:
         """The next batch of results, and the index of the worker that sent it."""
+        from concurrent.futures.process import BrokenProcessPool
+        from multiprocessing.connection import wait
+
         reader = self._outbox._reader  # type: ignore[attr-defined]
         if reader not in wait([reader, *(process.sentinel for process in self._processes)]):
             raise BrokenProcessPool("a worker process ended while analysing files")

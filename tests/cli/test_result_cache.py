@@ -8,7 +8,6 @@ files a run analysed again is read from discovery's rounds in-process.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path

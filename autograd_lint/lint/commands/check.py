@@ -349,6 +349,8 @@ def _check_files(
 def _check_file(analysis: FileAnalysis, settings: Settings) -> list[Diagnostic]:
     """The job of a run: :func:`~autograd_lint.lint.engine.check_analysis`, whose rules are
     imported when a file is analysed (a run served by the cache needs neither them nor libcst)."""
+    if analysis.nothing_to_check:
+        return []  # as check_analysis says, without importing the rule catalogue
     from autograd_lint.lint.engine import check_analysis
 
     return check_analysis(analysis, settings)
