@@ -20,7 +20,6 @@ one line a front end prints: the file, the key, and what is wrong with it.
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
 import os
 import re
@@ -198,6 +197,8 @@ def settings_from_table(table: dict[str, Any], path: Path, base: Settings | None
         if key == EXTEND:
             continue  # followed by load_settings
         if key not in KEYS:
+            import difflib  # for the hint only: its import costs every run 0.01 s
+
             close = difflib.get_close_matches(key, [*KEYS, EXTEND], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"{_display(path)}: [{TABLE}] unknown key {key!r}{hint}")

@@ -9,7 +9,6 @@ changes what is reported.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
@@ -17,7 +16,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Sequence
-from urllib.parse import quote
 
 from autograd_lint import __version__
 from autograd_lint.lint.baseline import fingerprint, relative_key
@@ -155,7 +153,15 @@ def _artifact_location(path: str, root: Path) -> dict[str, str]:
     except ValueError:
         return {"uri": absolute.as_uri()}
     # The file name's bytes, percent-encoded: a name that is not UTF-8 (read with surrogate escapes) too.
+    from urllib.parse import quote
+
     return {"uri": quote(os.fsencode(relative.as_posix())), "uriBaseId": _SRCROOT}
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib  # here: loading OpenSSL costs every run 0.01-0.02 s
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def _sarif_rule(rule: type[Rule]) -> dict[str, object]:
@@ -275,7 +281,7 @@ def _gitlab_issue(check: str, description: str, severity: str, path: str, line: 
     return {
         "description": description,
         "check_name": check,
-        "fingerprint": hashlib.sha256(json.dumps(identity).encode()).hexdigest(),
+        "fingerprint": _sha256(json.dumps(identity).encode()),
         "severity": severity,
         "location": {"path": path, "lines": {"begin": line}},
     }

@@ -856,8 +856,10 @@ class _Memo:
         dependencies, result = entry
         if dependencies and dependencies != self._dependencies(frozenset(n for n, _ in dependencies), state):  # type: ignore[attr-defined]
             return None
-        if isinstance(result, tuple):  # a file passed over: (its base names,)
-            return FileResult(path, analysed=False, base_names=result[0])
+        if isinstance(result, tuple):  # see _put
+            analysed, base_names, open_refs, value = result
+            value = None if value is None else []  # a fresh list: the stored one is shared
+            return FileResult(path, open_refs=set(open_refs), result=value, analysed=analysed, base_names=base_names)
         return result  # type: ignore[no-any-return]
 
     def _put(self, key: bytes, result: FileResult[T], state: _Round[T]) -> None:
@@ -866,8 +868,11 @@ class _Memo:
         dependencies = self._dependencies(result.looked_up, state)
         if dependencies is None:
             return
-        if not result.analysed:
-            self._cache.put(key, dependencies, (result.base_names,), plain=True)
+        if not result.functions and result.custom_ops is None and result.result in (None, []):
+            # Most files: passed over, or analysed and found to hold nothing. Kept as plain
+            # values, which the store reads with itself (unpickling each took most of a warm run).
+            plain = (result.analysed, result.base_names, frozenset(result.open_refs), result.result)
+            self._cache.put(key, dependencies, plain, plain=True)
         else:
             self._cache.put(key, dependencies, FileResult(**{**result.__dict__, "kept_by": None}))
 
