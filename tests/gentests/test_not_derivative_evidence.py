@@ -242,3 +242,43 @@ class Masked(torch.autograd.Function):
     def backward(ctx, grad):
         (mask,) = ctx.saved_tensors
         return grad * mask, None, None
+
+
+class TangentExp(torch.autograd.Function):
+    """Saves its output and returns twice the derivative (a gradient by another convention, as pypose's)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return 2 * grad * y
+
+
+class LooseDouble(torch.autograd.Function):
+    """A right first derivative from a value forward computed without history: a wrong double backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(2 * x.detach())
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (twice,) = ctx.saved_tensors
+        return grad * twice
+
+
+def test_a_double_backward_failure_that_follows_from_the_first_derivative_names_the_declaration() -> None:
+    with pytest.raises(pytest.fail.Exception) as failure:
+        harness.check_gradgradcheck(TangentExp, Case((tensor((3,)),)))
+    assert "first-order: backward differs" in str(failure.value)
+    assert "# autograd-lint: surrogate-gradient" in str(failure.value)
+    # A first derivative that is right: the double backward is wrong on its own, and said so alone.
+    with pytest.raises(pytest.fail.Exception) as failure:
+        harness.check_gradgradcheck(LooseDouble, Case((tensor((3,)),)))
+    assert "first-order" not in str(failure.value) and "@once_differentiable" in str(failure.value)

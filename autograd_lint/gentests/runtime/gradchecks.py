@@ -170,6 +170,8 @@ def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callab
             f"{where}{note}", pytrace=False) from raised
     if not double_backward and not transposed and options.get("check_backward_ad", True):
         where += _not_the_derivative(function, case, call, inputs, seeded_run, atol, rtol, seed)
+    if double_backward and not transposed:
+        where += _first_order_differs(call, inputs, atol, rtol, options)
     jump = _jump_within_step(call, inputs)
     if jump is not None:
         pytest.skip(f"{function.__qualname__}: {check} can't judge backward on this case: {jump}")
@@ -187,6 +189,29 @@ def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callab
         f"gradcheck said: {detail}",
         pytrace=False,
     )
+
+
+def _first_order_differs(call: DifferentiableCall, inputs: tuple[torch.Tensor, ...], atol: float, rtol: float,
+                         options: dict[str, Any]) -> str:
+    """A line when backward is not forward's derivative on these inputs either, else ''.
+
+    pypose's Lie-group Functions return tangent-space gradients by design: their double
+    backward differs from finite differences of backward because the first derivative
+    already does, which test_gradcheck reports; one declaration covers both.
+    """
+    first = {k: v for k, v in options.items() if k in ("eps", "nondet_tol", "fast_mode")}
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(SEED)
+            if torch.autograd.gradcheck(call, inputs, atol=atol, rtol=rtol, raise_exception=False,
+                                        check_undefined_grad=False, **first):
+                return ""
+    except (Exception, OverBudget):  # noqa: BLE001 - a first-order check that raises or runs out proves nothing
+        return ""
+    return ("first-order: backward differs from the finite-difference Jacobian of forward on these inputs too "
+            "(test_gradcheck): a double backward through it is not forward's second derivative either; if backward "
+            "is deliberately not the derivative (a tangent-space or surrogate gradient), declare it on the class: "
+            "# autograd-lint: surrogate-gradient (no derivative comparison is generated then)\n")
 
 
 def _lowered_outputs(call: DifferentiableCall, inputs: tuple[torch.Tensor, ...]) -> str:
