@@ -282,3 +282,35 @@ def test_a_double_backward_failure_that_follows_from_the_first_derivative_names_
     with pytest.raises(pytest.fail.Exception) as failure:
         harness.check_gradgradcheck(LooseDouble, Case((tensor((3,)),)))
     assert "first-order" not in str(failure.value) and "@once_differentiable" in str(failure.value)
+
+
+class Tolerance(torch.autograd.Function):
+    """snntorch's SpikeTime.Tolerance: elements within 0.5 of the target become the target; every gradient passes."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.where((x - 1.0).abs() < 0.5, torch.ones_like(x), x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.clone()
+
+
+class LeakyWrong(torch.autograd.Function):
+    """The same overwrite, and a backward wrong where forward moves too: no evidence excuses it."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.where((x - 1.0).abs() < 0.5, torch.ones_like(x), 3 * x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.clone()
+
+
+def test_elements_where_forward_is_locally_constant_are_evidence_when_the_others_agree() -> None:
+    case = Case((tensor((4,), values=(0.9, 1.2, -1.0, 2.0)),))
+    with pytest.raises(pytest.xfail.Exception, match="locally constant at 2 of 4 output elements"):
+        harness.check_gradcheck(Tolerance, case)
+    with pytest.raises(pytest.fail.Exception, match="the other elements disagree with finite differences too"):
+        harness.check_gradcheck(LeakyWrong, case)

@@ -25,6 +25,8 @@ from autograd_lint.gentests.runtime.cases import Case
 from autograd_lint.gentests.runtime.contract import gradient_contract
 from autograd_lint.gentests.runtime.evidence import (
     backward_moves,
+    backward_moves_at,
+    constant_elements,
     constant_outputs,
     random_backward,
     zero_on_both_sides,
@@ -247,7 +249,7 @@ def _not_the_derivative(function: Any, case: Case, call: DifferentiableCall, inp
                      "shapes, finite values, grad_output left unchanged). If it samples by design, declare it on "
                      "the class: # autograd-lint: surrogate-gradient sampled")
     if not constant:
-        return ""
+        return _constant_elements(function, case, call, inputs, seeded_run, atol, rtol, seed)
     outputs = ", ".join(f"#{k}" for k in constant)
     evidence = (f"evidence at run time: forward is locally constant at output(s) {outputs} (no element moves for a "
                 "step of 1e-6 in every input element: the numerical Jacobian is identically zero) while backward "
@@ -269,6 +271,42 @@ def _not_the_derivative(function: Any, case: Case, call: DifferentiableCall, inp
     pytest.xfail(f"{name}: {evidence}; {agree}the gradient contract holds (count, shapes, finite values, "
                  "grad_output left unchanged, deterministic). If the surrogate is by design, declare it on the class "
                  "(# autograd-lint: surrogate-gradient); else forward is wrongly constant")
+
+
+def _constant_elements(function: Any, case: Case, call: DifferentiableCall, inputs: tuple[torch.Tensor, ...],
+                       seeded_run: Callable[..., None], atol: float, rtol: float, seed: int) -> str:
+    """After a failed comparison, no output wholly constant: an expected failure where some output elements
+    are locally constant with a non-zero backward and every other element agrees with finite differences
+    (a straight-through estimator); else ''."""
+    try:
+        masks = constant_elements(call, inputs)
+        if not any(bool(mask.any()) and not bool(mask.all()) for mask in masks) \
+                or not backward_moves_at(call, inputs, masks):
+            return ""
+    except OverBudget:
+        raise
+    except Exception:  # noqa: BLE001 - a probe that fails proves nothing
+        return ""
+
+    def moving(*values: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(out[~mask] for out, mask in zip(call(*values), masks) if not bool(mask.all()))
+
+    still = sum(int(mask.sum()) for mask in masks)
+    total = sum(mask.numel() for mask in masks)
+    evidence = (f"evidence at run time: forward is locally constant at {still} of {total} output elements (they do "
+                "not move for a step of 1e-6 in every input element) while backward returns a non-zero gradient "
+                "for them: a straight-through or surrogate gradient there, not the derivative")
+    try:
+        seeded_run(atol, rtol, moving, inputs)
+    except OverBudget:
+        raise
+    except Exception:  # noqa: BLE001 - the other elements disagree too: the failure stands
+        return f"{evidence}; the other elements disagree with finite differences too\n"
+    gradient_contract(function, case, sampled=False, seed=seed)
+    pytest.xfail(f"{function.__qualname__}: {evidence}; the other elements agree with finite differences; the "
+                 "gradient contract holds (count, shapes, finite values, grad_output left unchanged, deterministic). "
+                 "If that is by design, declare it on the class (# autograd-lint: surrogate-gradient); else backward "
+                 "is wrong where forward is constant")
 
 
 # Steps of the continuity probe: gradcheck's own eps, and one a hundred times smaller.
