@@ -7,10 +7,10 @@ the Function at the inputs, not a guess:
 * **forward locally constant**: an output does not change at all when every
   input element moves by gradcheck's step (the numerical Jacobian is identically
   zero), while backward returns a non-zero gradient for it: a step function
-  (a spike ``(v > threshold).float()``) with a surrogate gradient; or only some
-  elements of an output do not (snntorch's ``SpikeTime.Tolerance`` overwrites the
-  elements within a tolerance of their target and passes every gradient), while
-  the other elements agree with finite differences: a straight-through estimator;
+  (a spike ``(v > threshold).float()``) with a surrogate gradient.  Where only
+  some elements of an output do not move (:func:`constant_elements`), the failure
+  says so but stands: a straight-through estimator and a clamp whose backward
+  forgets its mask look the same;
 * **random backward**: two backward passes on the same inputs and output
   gradients differ by more than rounding: the gradient is a sample.
 """
