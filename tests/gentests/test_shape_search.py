@@ -118,3 +118,21 @@ def test_a_shape_forward_rejects_is_not_tried_again_in_other_value_domains() -> 
     rejected = [shape for shape in calls if shape != (5,)]
     # One call per rejected shape and number, not one per value domain besides.
     assert rejected and all(calls.count(shape) == len(arguments.SCALAR_CANDIDATES) for shape in set(rejected))
+
+
+def test_a_forward_with_a_sparse_output_is_searched_and_checked() -> None:
+    # norse's LIFSparseAdjointFunction returns a sparse COO tensor: torch.isfinite and torch.equal,
+    # which the search's probes call, have no kernel for it.
+    class ToSparse(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            spikes = (x * 2).to_sparse()
+            ctx.mark_non_differentiable(spikes)
+            return spikes, x * 3
+
+        @staticmethod
+        def backward(ctx, grad_sparse, grad):
+            return grad * 3
+
+    (x,) = harness.make_args(ToSparse, Case((any_tensor(),)))
+    assert x.shape == (3, 4)

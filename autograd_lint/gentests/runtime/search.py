@@ -30,6 +30,7 @@ from autograd_lint.gentests.runtime.budget import stop_if_over_budget
 from autograd_lint.gentests.runtime.cases import Case, OnClones
 from autograd_lint.gentests.runtime.report import cause_of
 from autograd_lint.gentests.runtime.tensors import (
+    all_finite,
     differentiable_outputs,
     gradient_like,
     is_plain,
@@ -55,7 +56,7 @@ def _forward_rejection(function: Any, args: tuple[Any, ...]) -> str | None:
     if not outputs:
         return "returned no floating-point tensor"
     # A subclass output by its plain parts: torch.masked's reductions fail on a sparse MaskedTensor.
-    if not all(bool(torch.isfinite(part).all()) for out in outputs for part in plain_parts(out)):
+    if not all(all_finite(part) for out in outputs for part in plain_parts(out)):
         return "returned non-finite values"
     return None
 
@@ -80,11 +81,17 @@ def _untestable(function: Any, build: Callable[[], tuple[Any, ...]]) -> str | No
             kind = "a nested tensor" if out.is_nested else f"a {type(out).__name__} (a tensor subclass)"
             return f"forward returns {kind}, which gradcheck cannot compare"
     if len(first) != len(second) or not all(
-        a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, second)
+        a.shape == b.shape and a.layout == b.layout and torch.equal(_dense(a), _dense(b))
+        for a, b in zip(first, second)
     ):
         return ("forward gives different outputs for the same inputs (it draws random numbers): gradcheck's "
                 "finite differences need a deterministic forward")
     return _single_use(function, build()) or _subclass_gradient(function, build())
+
+
+def _dense(value: torch.Tensor) -> torch.Tensor:
+    """``value`` with its values laid out densely: ``torch.equal`` has no sparse kernel."""
+    return value.to_dense() if value.layout != torch.strided else value
 
 
 def _single_use(function: Any, args: tuple[Any, ...]) -> str | None:
