@@ -104,7 +104,7 @@ def class_file(package_root: Path, test_class: str) -> tuple[Path, str] | None:
     tail that a file defines as a class is the name.
     """
     parts = test_class.removeprefix("Test").split("_")
-    names = ["_".join(parts[i:]) for i in range(len(parts)) if parts[i]]
+    names = [name for name in ("_".join(parts[i:]) for i in range(len(parts))) if name.strip("_")]
     files = [(path, path.read_text(errors="replace")) for path in sorted(package_root.rglob("*.py"))]
     for name in names:
         for path, text in files:
