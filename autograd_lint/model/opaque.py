@@ -2,7 +2,7 @@
 
 A Triton kernel launch (``kernel[grid](...)``), a cuTile launch (``cuda.tile.launch``),
 a function of a compiled extension module (a module named ``*_cuda``, ``*_C``,
-``*_ext``, ``*_cpp``) or of a module inside a ``triton`` package of the project
+``*_ext``, ``*_cpp``, or bound by ``torch.utils.cpp_extension.load(...)`` in the module) or of a module inside a ``triton`` package of the project
 (``from pkg.ops.triton.conv import conv_bwd``), and a function of this module whose
 ``def`` launches a Triton kernel: what such a call writes or returns has no autograd
 history, whatever its arguments had.
@@ -31,6 +31,10 @@ _BRACKETED = r"(?:[^\[\]\n]|\[[^\[\]\n]*\])*"  # one level of nested brackets: `
 _TRITON_LAUNCH_TEXT = re.compile(
     rf"\w\[[ \t]*(?:grid\b|\(|lambda\b){_BRACKETED}\][ \t]*\(|kernel\w*\[{_BRACKETED}\][ \t]*\("
 )
+
+
+# What a call of a compiled extension module's function is (OpaqueCall.what).
+EXTENSION_FUNCTION = "a function of a compiled extension module"
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,8 @@ def opaque_call(model: MethodModel, call: cst.Call, module_text: str | None = No
     if qualified is None or qualified.startswith("builtins."):
         if not local and "." not in name and module_text is not None and _def_uses(module_text, name, _TRITON_LAUNCH_TEXT):
             return OpaqueCall(call, name, "a function of this module that launches a Triton kernel")
+        if not local and "." in name and module_text is not None and _is_loaded_extension(model, module_text, head):
+            return OpaqueCall(call, name, EXTENSION_FUNCTION)
         return None
     if qualified in _CUTILE_LAUNCH:
         return OpaqueCall(call, name, "a cuTile kernel launch")
@@ -92,7 +98,7 @@ def opaque_call(model: MethodModel, call: cst.Call, module_text: str | None = No
     if parts[0] == "torch":
         return None  # torch._C and the like: torch's own differentiable bindings
     if any(_EXTENSION_MODULE.search(part) for part in modules):
-        return OpaqueCall(call, name, "a function of a compiled extension module")
+        return OpaqueCall(call, name, EXTENSION_FUNCTION)
     if "triton" in modules[1:]:
         module = ".".join(modules)
         return OpaqueCall(call, name, f"a function of the Triton module `{module}`")
@@ -121,6 +127,16 @@ def is_torch_helper(model: MethodModel, call: cst.Call, module_text: str | None)
     if model.bindings_of(name) or not re.search(rf"^def[ \t]+{re.escape(name)}\b", module_text, re.MULTILINE):
         return False
     return _def_uses(module_text, name, _TORCH_TEXT) and not _def_uses(module_text, name, _NOT_TORCH_TEXT)
+
+
+_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
+
+
+def _is_loaded_extension(model: MethodModel, module_text: str, name: str) -> bool:
+    """Whether the module binds ``name`` only by ``name = load(...)`` (or ``load_inline``)
+    of ``torch.utils.cpp_extension``: a compiled extension built at import."""
+    bound = re.findall(rf"^[ \t]*{re.escape(name)}[ \t]*=[ \t]*([\w.]+)\(", module_text, re.MULTILINE)
+    return bool(bound) and all(model.imports.resolve(callee) in _LOADERS for callee in bound)
 
 
 def opaque_calls(model: MethodModel, module_text: str | None = None) -> list[OpaqueCall]:

@@ -1442,6 +1442,11 @@ class _Walker:
         for position, arg in enumerate(node.args):
             if arg.keyword is not None and arg.keyword.value == "out":
                 self._inplace(arg.value, node, "out=", env)
+            if arg.keyword is not None and arg.keyword.value == "inplace" and positional and not _is_falsy(arg.value):
+                # `f(x, ..., inplace=flag)` writes its first argument when the flag holds, as
+                # `F.relu(x, inplace=True)`, `F.dropout(...)` and rotary kernels do.
+                flag = _EMPTY_MODULE.code_for_node(arg.value)
+                self._inplace(positional[0].value, node, f"{name or 'a call'}(..., inplace={flag})", env)
             if arg.keyword is None and not arg.star:
                 self._flow(Sink.ARGUMENT, node, arg.value, name, position)
 
@@ -1461,6 +1466,16 @@ class _Walker:
             origins = _origins(written, self.model.reaching) if through is not None else frozenset()
             through = through if origins else None
         self.model.inplace_writes.append(InplaceWrite(node, how, target, origins, self_copy, through))
+
+
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def _is_falsy(value: cst.BaseExpression) -> bool:
+    """A literal that is false: ``False``, ``None``, ``0``."""
+    return (isinstance(value, cst.Name) and value.value in ("False", "None")) or (
+        isinstance(value, cst.Integer) and value.value == "0"
+    )
 
 
 def _with_narrowed(binding: Binding) -> Iterator[Binding]:

@@ -36,7 +36,7 @@ from autograd_lint.rules.base import (
     ImportRef,
     Report,
 )
-from autograd_lint.model.opaque import is_torch_helper, opaque_calls
+from autograd_lint.model.opaque import EXTENSION_FUNCTION, is_torch_helper, opaque_call, opaque_calls
 from autograd_lint.model.semantic import ALIAS_METHODS, Binding, BindingFacts, How, MethodModel, Sink
 from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 
@@ -582,7 +582,8 @@ class _Intermediates:
     constants to this Function, so their lack of history loses nothing.
     """
 
-    def __init__(self, function: FunctionSpec, method: MethodSpec) -> None:
+    def __init__(self, function: FunctionSpec, method: MethodSpec, module_text: str | None = None) -> None:
+        self.module_text = module_text
         inputs = function.forward_inputs or ()
         self.inputs = {p.name for p in inputs if method.param_kinds.get(p.name) is not Kind.NON_TENSOR}
         constants = inputs_without_gradient(function)
@@ -636,6 +637,18 @@ class _Intermediates:
         if len(values) != 1:
             return False
         value, plain = _value_of(values[0])
+        if not plain and isinstance(value, cst.Call) and self.module_text is not None:
+            # `loss, grad_x = ext.forward(x, ...)`: an extension's outputs are new tensors
+            # with no history, computed from the inputs it reads.
+            # Only a compiled extension's function: a helper of this module that launches
+            # Triton may hand back more than its kernel's outputs, and its backward
+            # counterpart is often one level further down than this check can see.
+            opaque = opaque_call(self.model, value, self.module_text)
+            return (
+                opaque is not None
+                and opaque.what == EXTENSION_FUNCTION
+                and _mentions(value, self._derived_use)
+            )
         return plain and value is not None and self.is_intermediate_value(value)
 
     def rebound_input(self, use: cst.Name) -> Binding | None:
@@ -915,7 +928,13 @@ def _saved_intermediate(ctx: FunctionContext) -> _Intermediate | None:
             if arg.name is None or arg.kind is Kind.INDEX_TENSOR or position in unused:
                 continue  # ids and masks have no derivative; a value backward never reads costs nothing
             if intermediates is None:
-                intermediates = _Intermediates(function, forward)
+                # An extension's outputs unpacked in forward count as intermediates only for a
+                # pure-torch backward (AGL009's case); a backward that itself calls opaque code
+                # is AGL033's, judged on its own evidence.
+                backward = function.backward_method
+                text = ctx.analysis.source.text
+                pure = backward is not None and backward.semantic is not None and not opaque_calls(backward.semantic, text)
+                intermediates = _Intermediates(function, forward, text if pure else None)
             if intermediates.is_intermediate_name(arg.name):
                 return _Intermediate(
                     f"forward saves `{arg.name}`, a tensor computed from the inputs, on line "

@@ -93,7 +93,8 @@ class GradientCount(Rule):
         "Where forward marks every output it returns non-differentiable, backward never runs "
         "(torch 2.13: the output has `requires_grad=False`, and `out.sum().backward()` raises "
         "`RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn` "
-        "before any backward is called): the count is then reported as info."
+        "before any backward is called): a count that can never be checked has no consequence, so "
+        "the rule is silent there (issue 23: both such findings on real code were judged not worth acting on)."
     )
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
@@ -102,8 +103,8 @@ class GradientCount(Rule):
         never_runs = _backward_never_runs(function)
         for name in ("backward", "vjp"):
             method = function.methods.get(name)
-            if method is None or n_inputs is None:
-                continue
+            if method is None or n_inputs is None or (never_runs and name == "backward"):
+                continue  # backward never runs: the count has no consequence
             for ret in method.returns:
                 if ret.elements is not None:
                     count = len(ret.elements)
@@ -128,17 +129,26 @@ class GradientCount(Rule):
                     f"{function.name}.{name} returns {plural(count, 'gradient')}, but {why}"
                     + (" (extra gradients must be None)" if count > n_inputs else "")
                 )
-                if never_runs and name == "backward":
-                    yield Report(
-                        ret.position,
-                        f"{head}: backward never runs (forward marks every output non-differentiable), "
-                        f"but would raise `returned an incorrect number of gradients{numbers}` if it did",
-                        Severity.INFO,
-                    )
-                    continue
                 yield Report(ret.position, f"{head}: backward raises `returned an incorrect number of gradients{numbers}`")
 
     VALID = [
+        # Every output marked non-differentiable: backward never runs, so the count has no consequence.
+        Valid(
+            """
+            import torch
+
+            class Argmax(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, dim):
+                    out = x.argmax(dim).float()
+                    ctx.mark_non_differentiable(out)
+                    return out
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """
+        ),
         # A class decorator may change the contract: PyTorch's own `supports_tensorlist`
         # flattens a list argument into several inputs, one gradient each.
         Valid(
@@ -392,26 +402,6 @@ class GradientCount(Rule):
             """,
             line=10,
             message="returns 1 gradient, but forward takes 2 inputs",
-        ),
-        # Every output marked non-differentiable: backward never runs, so info, not error.
-        Invalid(
-            """
-            import torch
-
-            class Argmax(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x, dim):
-                    out = x.argmax(dim).float()
-                    ctx.mark_non_differentiable(out)
-                    return out
-
-                @staticmethod
-                def backward(ctx, grad):
-                    return grad
-            """,
-            line=12,
-            message="Argmax.backward returns 1 gradient, but forward takes 2 inputs: backward never runs "
-            "(forward marks every output non-differentiable), but would raise",
         ),
         # A defaulted parameter the module's own call passes.
         Invalid(

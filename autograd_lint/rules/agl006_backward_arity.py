@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
+from autograd_lint.model import traverse
 from autograd_lint.rules._common import plural
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -22,7 +25,9 @@ class BackwardArity(Rule):
     more arguments than there are outputs, nor accept fewer.  Outputs passed to
     ``mark_non_differentiable`` and non-tensor outputs still get an argument
     (``None``).  With ``boxed_grads_call = True`` the grads arrive as one list, so
-    backward must take exactly ``(ctx, grads)``.  Signatures with ``*args`` are skipped."""
+    backward must take exactly ``(ctx, grads)``.  Signatures with ``*args`` are skipped,
+    and so is a backward that only raises (``raise NotImplementedError``): it raises either
+    way, and the TypeError changes nothing a user meets."""
 
     code = "AGL006"
     title = "backward arity does not match the number of forward outputs"
@@ -38,7 +43,7 @@ class BackwardArity(Rule):
         function = ctx.function
         for name in ("backward", "vjp"):
             method = function.methods.get(name)
-            if method is None or method.has_var_positional:
+            if method is None or method.has_var_positional or _only_raises(method.node):
                 continue
             grads = method.positional[1:]
             required = sum(1 for p in grads if p.is_required_positional)
@@ -73,6 +78,21 @@ class BackwardArity(Rule):
                 )
 
     VALID = [
+        # A backward written to refuse: it raises whatever the arity.
+        Valid(
+            """
+            import torch
+
+            class NotDifferentiable(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 2, x * 3
+
+                @staticmethod
+                def backward(ctx, grad):
+                    raise NotImplementedError("no backward")
+            """
+        ),
         Valid(
             """
             import torch
@@ -311,3 +331,13 @@ class BackwardArity(Rule):
             min_python=(3, 12),
         ),
     ]
+
+
+def _only_raises(node: cst.FunctionDef | None) -> bool:
+    """Whether the method's body ends in a top-level ``raise`` and returns nowhere."""
+    if node is None or not isinstance(node.body, cst.IndentedBlock) or not node.body.body:
+        return False
+    last = node.body.body[-1]
+    if not (isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Raise) for s in last.body)):
+        return False
+    return not any(isinstance(n, (cst.Return, cst.Yield)) for n in traverse.walk(node.body, scopes=False))

@@ -303,6 +303,27 @@ class GradientMutatedInPlace(Rule):
         ),
     ]
     INVALID = [
+        # `f(g, ..., inplace=True)` writes g (bench/recreate/inplace_keyword.py: the expanded
+        # gradient of `.sum()` raises `more than one element of the written-to tensor ...`).
+        Invalid(
+            """
+            import torch
+            from .kernels import apply_rotary
+
+            class Rotary(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, cos):
+                    ctx.save_for_backward(cos)
+                    return apply_rotary(x, cos)
+
+                @staticmethod
+                def backward(ctx, g):
+                    (cos,) = ctx.saved_tensors
+                    return apply_rotary(g, cos, inplace=True, conjugate=True), None
+            """,
+            line=13,
+            message="Rotary.backward writes the incoming gradient `g` in place (apply_rotary(..., inplace=True))",
+        ),
         # A collective on the incoming gradient writes it in place.
         Invalid(
             """

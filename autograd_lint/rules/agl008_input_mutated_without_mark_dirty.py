@@ -45,7 +45,8 @@ def _differentiated(function: FunctionSpec, index: int, model: MethodModel, para
 class InputMutatedWithoutMarkDirty(Rule):
     """Reports the first in-place write (``x.add_(...)``, ``x[...] = ...``,
     ``x += ...``, ``out=x``, ``torch.<op>_(x)``, a collective such as
-    ``dist.all_reduce(x)``, also through a view or ``.detach()`` of ``x``) to
+    ``dist.all_reduce(x)``, a call ``f(x, ..., inplace=flag)`` (unless the flag is a false
+    literal), also through a view or ``.detach()`` of ``x``) to
     each forward input that has not been rebound (``x = x.clone()``) when no
     ``ctx.mark_dirty(...)`` names it.  Item assignment and augmented assignment
     count only on names known to be tensors; a storage swap (``x.set_(y)``) does
@@ -125,6 +126,24 @@ class InputMutatedWithoutMarkDirty(Rule):
         return marked
 
     VALID = [
+        # `inplace=False` writes nothing; an `inplace=True` call on a clone writes the clone.
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            class Act(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = F.relu(x, inplace=False)
+                    z = F.relu(x.clone(), inplace=True)
+                    return y + z
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g
+            """
+        ),
         Valid(
             """
             import torch
@@ -255,6 +274,28 @@ class InputMutatedWithoutMarkDirty(Rule):
         ),
     ]
     INVALID = [
+        # `f(x, ..., inplace=flag)` writes x when the flag holds (bench/recreate/inplace_keyword.py:
+        # the caller's residual `x + F(x)` gets a.grad [3, 6, 9] where [4, 8, 12] is right).
+        Invalid(
+            """
+            import torch
+            from .kernels import apply_rotary
+
+            class Rotary(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, cos, inplace=False):
+                    out = apply_rotary(x, cos, inplace=inplace)
+                    ctx.save_for_backward(cos)
+                    return out if not inplace else x
+
+                @staticmethod
+                def backward(ctx, g):
+                    (cos,) = ctx.saved_tensors
+                    return g * cos, None, None
+            """,
+            line=7,
+            message="Rotary.forward writes its input `x` in place (apply_rotary(..., inplace=inplace))",
+        ),
         # Through `.detach()`: the mask is written into the caller's input.
         Invalid(
             """

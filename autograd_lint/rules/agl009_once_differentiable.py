@@ -345,6 +345,51 @@ class OnceDifferentiable(Rule):
         ),
     ]
     INVALID = [
+        # Gradients an extension (built by cpp_extension.load) computes in forward, saved and
+        # scaled by a pure-torch backward (bench/recreate/saved_extension_gradients.py:
+        # gradgradcheck fails, silently).
+        Invalid(
+            """
+            import torch
+            from torch.utils.cpp_extension import load
+
+            FUSED_CE = load(name="fused_ce", sources=["fused_ce.cpp"])
+
+            class FusedLoss(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, hidden, weight):
+                    loss, grad_hidden, grad_weight = FUSED_CE.forward(hidden, weight)
+                    ctx.save_for_backward(grad_hidden, grad_weight)
+                    return loss
+
+                @staticmethod
+                def backward(ctx, g):
+                    grad_hidden, grad_weight = ctx.saved_tensors
+                    return grad_hidden * g, grad_weight * g
+            """,
+            line=14,
+            message="forward saves `grad_hidden`, a tensor computed from the inputs, on line 10",
+            fixed="""
+            import torch
+            from torch.utils.cpp_extension import load
+            from torch.autograd.function import once_differentiable
+
+            FUSED_CE = load(name="fused_ce", sources=["fused_ce.cpp"])
+
+            class FusedLoss(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, hidden, weight):
+                    loss, grad_hidden, grad_weight = FUSED_CE.forward(hidden, weight)
+                    ctx.save_for_backward(grad_hidden, grad_weight)
+                    return loss
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, g):
+                    grad_hidden, grad_weight = ctx.saved_tensors
+                    return grad_hidden * g, grad_weight * g
+            """,
+        ),
         # Through a torch helper of the same file: its math reads the history-less `y`.
         Invalid(
             """

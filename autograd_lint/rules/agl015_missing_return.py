@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import libcst as cst
 
-from autograd_lint.model import flow
+from autograd_lint.model import flow, traverse
 from autograd_lint.model.exprs import dotted_name
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
@@ -51,13 +51,52 @@ def _guarded_by_any_input_grad(body: Sequence[cst.BaseStatement], ctx_name: str 
     return body
 
 
+def _chain(statement: cst.BaseStatement) -> list[tuple[cst.BaseExpression, Sequence[cst.BaseStatement]]] | None:
+    """The (test, body) pairs of an ``if``/``elif`` chain without a final ``else``; else None."""
+    pairs = []
+    node: cst.BaseStatement | cst.BaseSuite | None = statement
+    while isinstance(node, cst.If):
+        pairs.append((node.test, flow.suite_body(node.body)))
+        node = node.orelse
+    return pairs if pairs and node is None else None
+
+
+_EMPTY = cst.Module(body=[])
+
+
+def _falls_through_only_where_forward_does(
+    backward: Sequence[cst.BaseStatement], forward: cst.FunctionDef | None, names_bound: Callable[[str], bool]
+) -> bool:
+    """Whether backward falls through only past the end of a final ``if``/``elif`` chain whose
+    tests forward's final chain repeats word for word, on module state alone (no name either
+    method binds): on that path forward returned None, no output has a grad_fn, and backward
+    never runs (RWKV's ``if '32' in os.environ['RWKV_FLOAT_MODE']: ... elif ... 'bf16':``)."""
+    if forward is None or not backward:
+        return False
+    forward_body = flow.method_body(forward)
+    back_chain = _chain(backward[-1])
+    fore_chain = _chain(forward_body[-1]) if forward_body else None
+    if back_chain is None or fore_chain is None or len(back_chain) != len(fore_chain):
+        return False
+    for (back_test, back_body), (fore_test, fore_body) in zip(back_chain, fore_chain):
+        if _EMPTY.code_for_node(back_test) != _EMPTY.code_for_node(fore_test):
+            return False
+        if flow.can_fall_through(back_body) or flow.can_fall_through(fore_body):
+            return False
+        if any(isinstance(n, cst.Name) and names_bound(n.value) for n in traverse.walk(back_test)):
+            return False
+    return True
+
+
 class MissingReturn(Rule):
     """Checks that backward, vjp and jvp always end in a ``return`` with a value (or a
     ``raise``): a path that falls off the end of the body, or a bare ``return``,
     returns ``None``.  ``return None`` is accepted, since it deliberately means "no
     gradient".  Stub bodies (a docstring, ``...``, ``pass`` or ``raise NotImplementedError``)
     and classes without an effective forward are skipped, and so is the fall-through of
-    a final ``if any(ctx.needs_input_grad):``, which autograd never takes."""
+    a final ``if any(ctx.needs_input_grad):``, which autograd never takes, and that of a
+    final ``if``/``elif`` chain on module state that forward's final chain repeats (on that
+    path forward returns None and backward never runs)."""
 
     code = "AGL015"
     title = "backward can end without `return`"
@@ -86,6 +125,14 @@ class MissingReturn(Rule):
                         f"{function.name}.{name} has a bare `return`, which returns no gradient; "
                         "return the gradients (or `return None` when that is meant)",
                     )
+            forward = function.method("forward")
+            models = [m.semantic for m in (method, forward) if m is not None]
+            if _falls_through_only_where_forward_does(
+                body,
+                forward.node if forward is not None else None,
+                lambda name: any(m is None or m.is_bound(name) for m in models),
+            ):
+                continue
             if flow.can_fall_through(_guarded_by_any_input_grad(body, method.ctx_name)):
                 yield Report(
                     method.position,
@@ -94,6 +141,28 @@ class MissingReturn(Rule):
                 )
 
     VALID = [
+        # forward returns nothing on the path where backward falls through: backward never runs there.
+        Valid(
+            """
+            import os
+            import torch
+
+            class Cast(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    if os.environ["MODE"] == "fp16":
+                        return x.half()
+                    elif os.environ["MODE"] == "bf16":
+                        return x.bfloat16()
+
+                @staticmethod
+                def backward(ctx, g):
+                    if os.environ["MODE"] == "fp16":
+                        return g.float()
+                    elif os.environ["MODE"] == "bf16":
+                        return g.float()
+            """
+        ),
         # A backward that is only `pass`: a forward-only Function's placeholder.
         Valid(
             """
@@ -271,6 +340,28 @@ class MissingReturn(Rule):
         ),
     ]
     INVALID = [
+        # forward returns on every path (its chain ends in `else`): backward's fall-through is reachable.
+        Invalid(
+            """
+            import os
+            import torch
+
+            class Cast(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    if os.environ["MODE"] == "fp16":
+                        return x.half()
+                    else:
+                        return x.float()
+
+                @staticmethod
+                def backward(ctx, g):
+                    if os.environ["MODE"] == "fp16":
+                        return g.float()
+            """,
+            line=13,
+            message="Cast.backward can reach the end of its body without `return`",
+        ),
         Invalid(
             """
             import torch

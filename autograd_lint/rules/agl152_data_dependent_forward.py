@@ -6,8 +6,14 @@ from typing import Iterator
 
 import libcst as cst
 
+from autograd_lint.model.exprs import dotted_name
+from autograd_lint.model.semantic import Binding, MethodModel, Sink
 from autograd_lint.rules._custom_ops import calls_in
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
+
+# Tensor factories whose positional arguments (or one tuple/list of them) are sizes.
+_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "full", "rand", "randn"))
+_NEW_FACTORIES = frozenset(("new_zeros", "new_ones", "new_empty", "new_full"))
 
 
 class DataDependentForward(Rule):
@@ -28,7 +34,11 @@ class DataDependentForward(Rule):
         "returned outputs`; so does an integer `.tolist()` whose values only go on ctx, and a float "
         "`.tolist()` (`Unsupported: Tensor.tolist() with non-integer tensor`). An integer `.item()` that sizes "
         "the returned tensor (`x.new_ones(n)`) compiles, even under `fullgraph=True`: the claim is only made "
-        "for numbers that do not size an output. A number read straight off an input tensor "
+        "for numbers that do not size an output, and the rule is silent where the number's only uses size "
+        "tensors forward returns (`m = counter.item(); out = torch.zeros(m, 3); ...; return out`: compiles "
+        "under fullgraph=True, eager and aot_eager backends, bench/recreate/agl152_sizes.py). A number that "
+        "only sizes a split in backward (`ctx.sizes = sizes.tolist()`, `g.split(ctx.sizes)`) still raises "
+        "`PendingUnbackedSymbolNotFound` when forward computed the tensor (same script). A number read straight off an input tensor "
         "(`t.item()`, `t.tolist()` with `t` a parameter of forward) compiled under `fullgraph=True` in every "
         "case measured (eager and inductor backends), so the rule is silent there."
     )
@@ -54,6 +64,8 @@ class DataDependentForward(Rule):
                         # `t.tolist()` on ctx and split by in backward); only a value computed in
                         # forward leaves Dynamo a pending unbacked symbol.
                         continue
+                    if model is not None and _only_sizes_returned_tensors(model, call):
+                        continue
                     yield Report(
                         ctx.position(method, call),
                         f"{ctx.function.name}.{name} calls `.{func.attr.value}()`: under torch.compile a "
@@ -62,6 +74,25 @@ class DataDependentForward(Rule):
                     )
 
     VALID = [
+        Valid(
+            """
+            import torch
+
+            class March(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, rays):
+                    counter = torch.zeros(1, dtype=torch.int32)
+                    counter.add_(rays.shape[0])
+                    m = counter.item()
+                    xyzs = torch.zeros(m, 3, dtype=rays.dtype)
+                    xyzs.add_(rays.sum())
+                    return xyzs
+
+                @staticmethod
+                def backward(ctx, g):
+                    return None
+            """
+        ),
         Valid(
             """
             import torch
@@ -180,3 +211,46 @@ class DataDependentForward(Rule):
             message="setup_context calls",
         ),
     ]
+
+
+def _only_sizes_returned_tensors(model: MethodModel, call: cst.Call) -> bool:
+    """Whether ``n = <call>`` binds a number whose every use is a size of a tensor factory
+    (``torch.zeros(n, 3)``, ``x.new_empty((n,))``) whose result forward returns: the
+    unbacked size is then in the returned outputs, and Dynamo compiles it (measured)."""
+    assign = model.parent(call)
+    if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1):
+        return False
+    target = assign.targets[0].target
+    if not isinstance(target, cst.Name):
+        return False
+    bindings = [b for b in model.bindings_of(target.value) if b.site is assign]
+    if len(bindings) != 1:
+        return False
+    uses = model.uses(bindings[0])
+    returned = {binding for flow in model.flows_to(Sink.RETURN) for binding in flow.origins}
+    return bool(uses) and all(_sizes_returned_tensor(model, use, returned) for use in uses)
+
+
+def _sizes_returned_tensor(model: MethodModel, use: cst.Name, returned: set[Binding]) -> bool:
+    node: cst.CSTNode = use
+    parent = model.parent(node)
+    if isinstance(parent, cst.Element):  # torch.zeros((n, 3))
+        node, parent = model.parent(parent), model.parent(model.parent(parent))
+        if not isinstance(node, (cst.Tuple, cst.List)):
+            return False
+    if not (isinstance(parent, cst.Arg) and parent.keyword is None and parent.star == ""):
+        return False
+    factory = model.parent(parent)
+    if not isinstance(factory, cst.Call):
+        return False
+    func = factory.func
+    qualified = model.imports.resolve(dotted_name(func) or "")
+    if qualified not in _FACTORIES and not (isinstance(func, cst.Attribute) and func.attr.value in _NEW_FACTORIES):
+        return False
+    assign = model.parent(factory)
+    if not (isinstance(assign, cst.Assign) and assign.value is factory and len(assign.targets) == 1):
+        return False
+    target = assign.targets[0].target
+    return isinstance(target, cst.Name) and any(
+        b.site is assign for b in model.bindings_of(target.value) if b in returned
+    )

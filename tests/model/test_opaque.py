@@ -131,3 +131,25 @@ def test_a_torch_helper_of_the_same_file_is_seen_through() -> None:
     calls = [call for _, call in model.calls if isinstance(call.func, cst.Name)]
     assert [is_torch_helper(model, call, text) for call in calls] == [True, False, False, False, False]
     assert not is_torch_helper(model, calls[0], None)
+
+
+def test_a_module_built_by_cpp_extension_load_is_an_extension() -> None:
+    assert found(
+        """
+        from torch.utils.cpp_extension import load
+        import torch.utils.cpp_extension as cpp
+
+        HEAD_CE_V4 = load(name="head_ce", sources=["head_ce.cu"])
+        INLINE = cpp.load_inline(name="inl", cpp_sources=[""])
+        OTHER = make_module()
+
+        def forward(ctx, x):
+            HEAD_CE_V4.forward(x)
+            INLINE.run(x)
+            OTHER.run(x)
+            return x
+        """
+    ) == [
+        ("HEAD_CE_V4.forward", "a function of a compiled extension module"),
+        ("INLINE.run", "a function of a compiled extension module"),
+    ]

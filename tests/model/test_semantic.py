@@ -413,6 +413,27 @@ def test_inplace_writes_through_detach_views_and_collectives() -> None:
     ]
 
 
+def test_a_call_with_an_inplace_flag_writes_its_first_argument() -> None:
+    model, _ = model_of(
+        """
+        import torch.nn.functional as F
+        from .kernels import apply_rotary
+
+        def forward(ctx, x, y, z, w, inplace):
+            a = apply_rotary(x, inplace=inplace)
+            F.relu(y, inplace=True)
+            F.relu(z, inplace=False)
+            F.dropout(w, 0.1, True, inplace=None)
+            return a
+        """
+    )
+    found = sorted((w.how, sorted(w.names)) for w in model.inplace_writes)
+    assert found == [
+        ("F.relu(..., inplace=True)", ["y"]),
+        ("apply_rotary(..., inplace=inplace)", ["x"]),
+    ]
+
+
 def test_setattr_with_a_literal_name_is_an_attribute_store() -> None:
     model, _ = model_of(
         """

@@ -27,10 +27,9 @@ ARGMAX = textwrap.dedent(
 )
 
 
-def test_agl001_is_info_where_every_output_is_non_differentiable() -> None:
-    (found,) = findings(GradientCount, ARGMAX)
-    assert found.severity is Severity.INFO
-    assert "backward never runs" in found.message
+def test_agl001_is_silent_where_every_output_is_non_differentiable() -> None:
+    # backward never runs (torch 2.13: the output does not require grad), so its count has no consequence.
+    assert findings(GradientCount, ARGMAX) == []
 
 
 def test_agl001_stays_an_error_where_some_output_needs_grad() -> None:
