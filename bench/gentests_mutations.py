@@ -72,7 +72,11 @@ class _Mutate(ast.NodeTransformer):
                 elements = ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]
                 gradients = [i for i, e in enumerate(elements) if not (isinstance(e, ast.Constant) and e.value is None)]
                 if self.kind == "sign" and gradients:
-                    elements[gradients[0]] = ast.UnaryOp(ast.USub(), elements[gradients[0]])
+                    negated = ast.UnaryOp(ast.USub(), elements[gradients[0]])
+                    if isinstance(ret.value, ast.Tuple):
+                        elements[gradients[0]] = negated
+                    else:  # ``return dx * dy``: the list above is a copy, the return itself changes
+                        ret.value = negated
                     self.done = True
                 elif self.kind == "swap" and len(gradients) >= 2 and isinstance(ret.value, ast.Tuple):
                     a, b = gradients[:2]
