@@ -829,14 +829,12 @@ class _Memo:
 
     def _content(self, path: str) -> bytes | None:
         """The digest of the file's bytes: remembered by its ``stat`` signature, else read."""
-        from autograd_lint.model.result_cache import content_digest
-
         try:
             taken = time.time_ns()
             info = os.stat(path)
             digest = self._cache.known_content(path, info)
             if digest is None:
-                digest = content_digest(read_source_bytes(path))
+                digest = _content_digest(read_source_bytes(path))
                 self._cache.hashed(path, info, digest, taken)
             return digest
         except (OSError, SourceError):
