@@ -12,7 +12,9 @@ Functions; ``check`` also runs the rules in the same process, while the parsed
 code is still at hand.  Files with custom ops are the exception: their rules need
 every file's ops and registrations, so they run in a last round, in the process
 that analysed the file and kept its analysis (the same worker processes serve
-every round of a run).
+every round of a run).  So are files with a Function that another file applies with
+a count its own file does not show: the rules learn, once every file is read, what
+count all of the run's ``apply`` calls agree on (:mod:`autograd_lint.model.apply_sites`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from autograd_lint.model.analysis import (
     analyze,
     mentions_function,
 )
+from autograd_lint.model.apply_sites import ApplySite, RunApply, agreed_arities, apply_sites
 from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, link_custom_ops, mentions_custom_op
+from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.guard import in_deep_stack, run_guarded, stage
 from autograd_lint.model.locate import INDENT, line_matches
 from autograd_lint.settings import Settings
@@ -186,6 +190,8 @@ class FileResult(Generic[T]):
     custom_ops: CustomOpModule | None = None
     # The process (pid) that keeps this file's analysis for the last round, if one does.
     kept_by: int | None = None
+    # Its uses of ``apply`` on imported names, analysed or not.
+    apply_sites: tuple[ApplySite, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -202,6 +208,8 @@ class _Round(Generic[T]):
     mention: re.Pattern[str] | None = None
     # The last round: the custom ops and registrations of every file.
     run_ops: RunCustomOps | None = None
+    # The last rounds: the count each Function's ``apply`` calls in the run agree on.
+    run_applies: Mapping[str, RunApply] | None = None
 
 
 # A task: (path, explicit, analyse whatever the text says)
@@ -213,18 +221,20 @@ def _analyse(source: SourceFile, explicit: bool, state: _Round[T], mentions_ops:
         source, state.known, state.settings, state.needs, run_ops=state.run_ops, mentions_ops=mentions_ops,
         compile_whole=explicit,
     )
+    analysis.run_applies = state.run_applies
+    sites = apply_sites(source.text, analysis.imports)
     if analysis.custom_ops is not None and state.run_ops is None:
         # The last round (_link_custom_ops) links the file's custom ops with those of the
         # whole run and runs the rules then: their result here would be dropped.
         kept_by = _kept.keep(analysis, state.known)
         return FileResult(
             source.path, analysis.functions, analysis.open_refs, custom_ops=analysis.custom_ops, kept_by=kept_by,
-            base_names=_unresolved_base_names(source.text, analysis.functions),
+            base_names=_unresolved_base_names(source.text, analysis.functions), apply_sites=sites,
         )
     with stage(source.path, "running the rules"):
         result = state.job(analysis, state.settings)
     return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops,
-                      base_names=_unresolved_base_names(source.text, analysis.functions))
+                      base_names=_unresolved_base_names(source.text, analysis.functions), apply_sites=sites)
 
 
 class _Kept:
@@ -315,6 +325,7 @@ def _finish(analysis: FileAnalysis, state: _Round[T]) -> FileResult[T]:
     path = analysis.source.path
     with stage(path, "describing custom ops"):
         link_custom_ops(analysis.custom_ops, state.run_ops)
+    analysis.run_applies = state.run_applies
     with stage(path, "running the rules"):
         result = state.job(analysis, state.settings)
     return FileResult(path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
@@ -354,7 +365,7 @@ def _read_and_analyse(task: _Task, state: _Round[T]) -> FileResult[T]:
             mentions_ops = mentions_custom_op(source.text)
             wanted = force or explicit or mentions_ops or mentions_function(path, source.text, state.extra_words)
         if not wanted:
-            return FileResult(path, analysed=False, base_names=_base_names(source.text))
+            return FileResult(path, analysed=False, base_names=_base_names(source.text), apply_sites=_apply_sites(source))
     return _analyse(source, explicit, state, mentions_ops)
 
 
@@ -537,6 +548,9 @@ def run(
                 if (result.analysed and result.open_refs & new.keys())
                 or _may_derive_from(result, top_names)
             ]
+        applies = agreed_arities(((r.path, site) for r in results.values() for site in r.apply_sites), known)
+        state = _Round(state.known, settings, job, needs, run_applies=applies)
+        _apply_across_files(results, targets, state, rounds)
         _link_custom_ops(results, targets, state, rounds)
     finally:
         rounds.close()
@@ -647,9 +661,44 @@ def _link_custom_ops(
         ),
         has_unresolved_registration=any(module.has_unresolved_registration for module in modules if module),
     )
-    last = _Round(state.known, state.settings, state.job, state.needs, run_ops=run_ops)
+    last = _Round(state.known, state.settings, state.job, state.needs, run_ops=run_ops, run_applies=state.run_applies)
     for result in rounds.finish(holders, targets, last):
         results[result.path] = result
+
+
+def _apply_sites(source: SourceFile) -> tuple[ApplySite, ...]:
+    """The uses of ``apply`` on imported names in a file that is not analysed."""
+    if ".apply" not in source.text:
+        return ()
+    imports = ImportMap.from_text(source.text, source.module, source.path.endswith("__init__.py"))
+    return apply_sites(source.text, imports)
+
+
+def _apply_across_files(
+    results: dict[str, FileResult[T]], targets: Mapping[str, bool], state: _Round[T], rounds: _Rounds
+) -> None:
+    """Run the rules again, with ``state.run_applies``, on the files whose Functions other
+    files apply with an agreed count, where that count could matter: a combined-style
+    forward with a defaulted input, which its own file may not show passed.  Files with
+    custom ops get the counts in their last round (:func:`_link_custom_ops`)."""
+    applies = state.run_applies or {}
+    tasks: list[_Task] = [
+        (path, targets[path], True)
+        for path, result in results.items()
+        if result.analysed
+        and result.error is None
+        and result.custom_ops is None
+        and any(f.full_name in applies and _has_defaulted_input(f) for f in result.functions)
+    ]
+    if tasks:
+        for result in rounds.run(tasks, state):
+            results[result.path] = result
+
+
+def _has_defaulted_input(function: FunctionSpec) -> bool:
+    """Whether a combined-style forward has an input with a default (``apply`` may leave it out)."""
+    inputs = function.forward_inputs
+    return function.is_split_style is False and inputs is not None and any(p.default is not None for p in inputs)
 
 
 def _may_derive_from(result: FileResult[T], top_names: set[str]) -> bool:
