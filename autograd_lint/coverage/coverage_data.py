@@ -1,15 +1,24 @@
-"""Adding evidence to the running coverage through coverage.py's public data API.
+"""The running coverage's data, through coverage.py's public data API.
 
-Only files coverage already measures get evidence, so coverage's own
-``source``/``include``/``omit`` settings decide what is in scope.  A data
-file holds either lines or arcs, never both: arcs are added when coverage
-measures branches, their lines otherwise.
+Adding evidence: only files coverage already measures get evidence, so
+coverage's own ``source``/``include``/``omit`` settings decide what is in
+scope.  A data file holds either lines or arcs, never both: arcs are added
+when coverage measures branches, their lines otherwise.
+
+Reading what other processes of the run measured: a process started with
+``multiprocessing`` (``[run] concurrency = multiprocessing``) measures itself
+and saves its own parallel data file (``.coverage.<host>.<pid>.<random>``)
+beside the main one when it ends; ``coverage combine`` (or pytest-cov) joins
+them only after the tests.
 """
 
 from __future__ import annotations
 
+import glob
 import os
-from typing import Mapping
+import sqlite3
+import stat
+from typing import Any, Mapping
 
 from autograd_lint.coverage.compile_recorder import Arc, arcs_to_lines
 
@@ -51,3 +60,70 @@ def add_evidence(store: Mapping[str, Mapping[str, set[Arc]]], suffix: str) -> in
             data.set_context(previous)
         added += len(records)
     return added
+
+
+# A parallel data file's identity at a moment: (mtime in ns, size).
+Stamp = tuple[int, int]
+
+
+def _running() -> Any:
+    """``coverage.Coverage.current()``, or None when coverage is not installed or not running."""
+    try:
+        import coverage
+    except ImportError:
+        return None
+    return coverage.Coverage.current()
+
+
+def parallel_files() -> dict[str, Stamp]:
+    """The parallel data files beside the running coverage's data file, with their stamps ({} without coverage).
+
+    Those are the files ``coverage combine`` would join: what child processes,
+    and earlier parallel runs that were never combined, saved.
+    """
+    cov = _running()
+    if cov is None:
+        return {}
+    # From the option, not from cov.get_data(): getting the data flushes it, and with nothing
+    # to flush yet coverage goes on to record the unexecuted source files, too early.
+    base = os.path.abspath(cov.get_option("run:data_file"))
+    found = {}
+    for path in sorted(glob.glob(glob.escape(base) + ".*")):
+        # SQLite's side files of a data file being written are not data files.
+        if path.endswith(("-journal", "-wal", "-shm")):
+            continue
+        try:
+            info = os.stat(path)
+        except OSError:  # gone since it was listed, or a dangling link
+            continue
+        if stat.S_ISREG(info.st_mode):
+            found[path] = (info.st_mtime_ns, info.st_size)
+    return found
+
+
+def lines_saved_since(before: Mapping[str, Stamp]) -> dict[str, set[int]]:
+    """The lines other processes saved as run since ``before`` (a :func:`parallel_files` snapshot),
+    per real path: the data files that are new or changed since then.
+
+    A file that was there unchanged before is another run's, never this one's.
+    A file that can't be read (being written, not a data file) is left out:
+    its lines are unknown, so they count as not run, never as run.
+    """
+    cov = _running()
+    if cov is None:  # the report runs without coverage installed too
+        return {}
+    import coverage
+
+    own = cov.get_data().data_filename()  # this process's data is read from memory, not from disk
+    lines: dict[str, set[int]] = {}
+    for path, stamp in parallel_files().items():
+        if before.get(path) == stamp or path == own:
+            continue
+        data = coverage.CoverageData(basename=path)
+        try:
+            data.read()
+            for measured in data.measured_files():
+                lines.setdefault(os.path.realpath(measured), set()).update(data.lines(measured) or ())
+        except (coverage.CoverageException, sqlite3.Error, OSError):
+            continue
+    return lines

@@ -8,8 +8,8 @@ runs it here instead, in a child process started when the session starts, so
 it overlaps the tests; it falls back to :func:`discover` in-process if the
 child fails.
 
-Prints one JSON list: ``[path, qualname, line, has_backward, backward_owner]`` per
-Function, and an object (:meth:`DiscoveredOp.to_json`) per custom op with
+Prints one JSON list: ``[path, qualname, line, has_backward, backward_owner, backward]`` per
+Function (``backward``: the :class:`OpCode` fields of the backward method it uses, or null), and an object (:meth:`DiscoveredOp.to_json`) per custom op with
 ``register_autograd``.
 """
 
@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class OpCode:
+    """A function whose lines the report reads (a Function's backward, a custom op's backward or
+    setup_context): where its ``def`` is, and its last line."""
+
+    path: str
+    name: str
+    line: int  # the ``def`` line
+    last_line: int
+
+
+@dataclass(frozen=True)
 class Discovered:
     """What the report needs of one analyser :class:`~autograd_lint.model.spec.FunctionSpec`."""
 
@@ -36,16 +47,9 @@ class Discovered:
     has_backward: bool
     # (path, qualname) of the Function whose backward (or vjp) this one uses; None if it has none.
     backward_owner: tuple[str, str] | None
-
-
-@dataclass(frozen=True)
-class OpCode:
-    """A function registered on a custom op (its backward or setup_context): where its ``def`` is."""
-
-    path: str
-    name: str
-    line: int  # the ``def`` line
-    last_line: int
+    # Where that backward (or vjp) method is: its lines tell whether it ran in a process the
+    # counters do not see (a multiprocessing child), from coverage's data.
+    backward: OpCode | None = None
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,15 @@ def discover(roots: Sequence[str]) -> list[Discovered | DiscoveredOp]:
     result = run(roots, settings, _no_job)
     for spec in result.functions:
         backward = spec.backward_method
-        owner = None if backward is None else (os.path.abspath(backward.path), backward.defined_in)
-        found.append(Discovered(os.path.abspath(spec.path), spec.qualname, spec.position.line, backward is not None, owner))
+        owner = code = None
+        if backward is not None:
+            owner = (os.path.abspath(backward.path), backward.defined_in)
+            code = OpCode(
+                owner[0], f"{backward.defined_in}.{backward.name}", backward.position.line, backward.last_line
+            )
+        found.append(
+            Discovered(os.path.abspath(spec.path), spec.qualname, spec.position.line, backward is not None, owner, code)
+        )
     found.extend(custom_op_backwards(r.custom_ops for r in result.results if r.custom_ops is not None))
     return found
 
@@ -181,15 +192,22 @@ class Background:
 def _from_json(entry: list[object] | dict[str, object]) -> Discovered | DiscoveredOp:
     if isinstance(entry, dict):
         return DiscoveredOp.from_json(entry)
-    p, q, line, b, o = entry
-    return Discovered(p, q, line, bool(b), None if o is None else (o[0], o[1]))  # type: ignore[arg-type,index]
+    p, q, line, b, o, code = entry
+    return Discovered(
+        p, q, line, bool(b),  # type: ignore[arg-type]
+        None if o is None else (o[0], o[1]),  # type: ignore[index]
+        None if code is None else OpCode(*code),  # type: ignore[misc]
+    )
 
 
 def main(argv: Sequence[str]) -> int:
     found = discover(argv)
     json.dump(
         [
-            d.to_json() if isinstance(d, DiscoveredOp) else [d.path, d.qualname, d.line, d.has_backward, d.backward_owner]
+            d.to_json()
+            if isinstance(d, DiscoveredOp)
+            else [d.path, d.qualname, d.line, d.has_backward, d.backward_owner,
+                  None if d.backward is None else list(astuple(d.backward))]
             for d in found
         ],
         sys.stdout,

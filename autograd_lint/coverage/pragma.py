@@ -142,7 +142,10 @@ def _never_ran(entry: report.CodeRuns, method: str) -> bool:
     The report counts the code a class defines, whichever class was applied,
     so a base's backward that ran through its subclasses counts as run.
     """
-    return entry.phases.get(METHOD_PHASES[method], 0) == 0
+    phase = METHOD_PHASES[method]
+    if phase == "backward" and entry.backward_lines_ran:
+        return False
+    return entry.phases.get(phase, 0) == 0
 
 
 def exclude_also_config(method_names: Iterable[str]) -> str:

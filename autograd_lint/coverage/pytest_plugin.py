@@ -24,6 +24,7 @@ pytest-xdist (workers send their counts to the controller).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import warnings
@@ -136,6 +137,9 @@ class AutogradCov:
         self.installed = False
         # Lines xdist workers' coverage saw run: path -> line numbers.
         self.worker_lines: dict[str, set[int]] = {}
+        # coverage's parallel data files when the session started: those that change or appear
+        # later were saved by processes of this run (multiprocessing children).
+        self.data_files_before: dict[str, tuple[int, int]] = {}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session: pytest.Session) -> None:
@@ -209,8 +213,10 @@ class AutogradCov:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Start the analyser beside the tests (the controller only: workers send counts)."""
         if not self.is_worker and self._rows_wanted():
+            from autograd_lint.coverage.coverage_data import parallel_files
             from autograd_lint.coverage.discovery_worker import Background
 
+            self.data_files_before = parallel_files()
             self.discovery = Background([os.path.abspath(r) for r in self._roots()])
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -286,7 +292,14 @@ class AutogradCov:
         roots = self.discovery.roots
         self.rows = report.build(self.tally.runs(), self.discovery.result(), roots)
         if any(row.code_lines for row in self.rows):
-            statements, executed = _coverage_lines(self.worker_lines)
+            from autograd_lint.coverage.coverage_data import lines_saved_since
+
+            # What this process saw, what xdist workers sent, and what other processes of the
+            # run (multiprocessing children) saved: the data `coverage combine` will join.
+            extra = {path: set(lines) for path, lines in self.worker_lines.items()}
+            for path, lines in lines_saved_since(self.data_files_before).items():
+                extra.setdefault(path, set()).update(lines)
+            statements, executed = _coverage_lines(extra)
             report.fill_lines(self.rows, statements, executed)
         json_path = _setting(self.config, "autograd_cov_json")
         if json_path:
@@ -403,7 +416,7 @@ def _measured_lines(roots: list[str]) -> dict[str, list[int]]:
 
 def _coverage_lines(extra: dict[str, set[int]]) -> tuple[Any, Any]:
     """``(statements(path), executed(path))`` from the running coverage, with ``extra`` lines
-    (from xdist workers) added to what it saw run; both give None without coverage."""
+    (from xdist workers and child processes) added to what it saw run; both give None without coverage."""
     try:
         import coverage
     except ImportError:
@@ -414,6 +427,7 @@ def _coverage_lines(extra: dict[str, set[int]]) -> tuple[Any, Any]:
     data = cov.get_data()
     by_real = {os.path.realpath(p): p for p in data.measured_files()}
 
+    @functools.lru_cache(maxsize=None)  # a file holds many Functions: analysed once
     def statements(path: str) -> set[int] | None:
         try:
             return set(cov.analysis2(path)[1])

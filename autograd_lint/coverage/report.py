@@ -341,8 +341,11 @@ class Row:
     # What kind of code the row is about: "autograd.Function", or "custom_op" for the backward
     # registered on a custom op (the row's path, qualname and line are the backward function's).
     kind: str = "autograd.Function"
-    # Custom-op rows: the op's name, and the lines of its backward and setup_context.
+    # Custom-op rows: the op's name.
     op: str | None = None
+    # The lines of the backward code the row uses (a Function's backward or vjp, wherever it
+    # is defined; a custom op's backward and setup_context): coverage's data, from every
+    # process of the run, says whether they ran where no counter was (a multiprocessing child).
     code_lines: dict[str, CodeLines] = field(default_factory=dict)
 
     def total(self, phase: str, mode: str | None = None, counts: Counts | None = None) -> int:
@@ -352,13 +355,17 @@ class Row:
         )
 
     @property
-    def backward_ran(self) -> bool:
-        """Whether the backward code this Function uses ever ran, through any class (or, for a
-        custom op, whether coverage saw a line of its backward run: under ``torch.compile``)."""
-        if self.backward_code_runs > 0 or self.total("backward") > 0:
-            return True
+    def backward_lines_ran(self) -> bool:
+        """Whether coverage saw a statement of the backward's body run."""
         lines = self.code_lines.get("backward")
         return lines is not None and bool(lines.executed)
+
+    @property
+    def backward_ran(self) -> bool:
+        """Whether the backward code this Function uses ever ran, through any class, as counted,
+        or as coverage saw a line of its body run (in a child process, which has no counters; a
+        custom op's backward under ``torch.compile``)."""
+        return self.backward_code_runs > 0 or self.total("backward") > 0 or self.backward_lines_ran
 
     def threads(self, phase: str) -> list[str]:
         kinds = {k for kinds in self.counts.get(phase, {}).values() for k in kinds}
@@ -367,7 +374,7 @@ class Row:
 
 @dataclass
 class CodeLines:
-    """The statements of one function registered on a custom op, and which of them coverage saw run.
+    """The statements of one backward (or setup_context) function, and which of them coverage saw run.
 
     ``executed`` and ``missing`` are None when coverage was not measuring.
     """
@@ -412,8 +419,11 @@ def build(runs: Runs, specs: Sequence[Any], roots: Sequence[str]) -> list[Row]:
         key = (os.path.realpath(spec.path), spec.qualname)
         owner = spec.backward_owner
         owner_key = None if owner is None else (os.path.realpath(owner[0]), owner[1])
-        rows[key] = Row(key[0], spec.qualname, spec.line, spec.has_backward,
-                        backward_defined_in=None if owner_key == key else owner_key)
+        row = rows[key] = Row(key[0], spec.qualname, spec.line, spec.has_backward,
+                              backward_defined_in=None if owner_key == key else owner_key)
+        code = getattr(spec, "backward", None)
+        if code is not None:
+            row.code_lines["backward"] = CodeLines(os.path.realpath(code.path), code.name, code.line, code.last_line)
     real_roots = [os.path.realpath(r) for r in roots]
     for view in ("applied", "code"):
         for key, phases in getattr(runs, view).items():
@@ -435,7 +445,7 @@ def build(runs: Runs, specs: Sequence[Any], roots: Sequence[str]) -> list[Row]:
 def fill_lines(
     rows: Iterable[Row], statements: Any, executed: Any
 ) -> None:
-    """Set each custom-op row's executed and missing lines.
+    """Set each row's executed and missing backward (and custom-op setup_context) lines.
 
     ``statements(path)`` gives the file's statement lines as coverage counts
     them (exclusions such as ``# pragma: no cover`` left out), ``executed(path)``
@@ -486,7 +496,8 @@ def format_table(rows: Sequence[Row], root: str) -> list[str]:
     """The terminal table: counts as ``eager`` or ``eager+compiled``c, and backward threads.
 
     "backward code" is how often the backward code the Function uses ran,
-    through any class, with the class it comes from when inherited.
+    through any class, with the class it comes from when inherited; "0
+    (lines ran)" when only coverage saw it run (in a process with no counters).
     """
     header = ("Function", "forward", "backward", "backward code", "double-bwd", "jvp", "backward threads")
     table = [header]
@@ -500,6 +511,8 @@ def format_table(rows: Sequence[Row], root: str) -> list[str]:
         else:
             backward = _cell(row, "backward")
             code = str(row.backward_code_runs)
+            if not row.backward_code_runs and row.backward_lines_ran:
+                code += " (lines ran)"
             if row.backward_defined_in is not None:
                 code += f" (of {row.backward_defined_in[1]})"
         table.append(
@@ -521,6 +534,8 @@ def format_lines(rows: Sequence[Row], root: str) -> list[str]:
     """The custom-op lines table: per registered backward and setup_context, statements run / in all, and the missing ones."""
     table = [("custom-op code", "lines run", "missing")]
     for row in rows:
+        if row.op is None:
+            continue  # a Function's lines show as "(lines ran)" in the main table
         for role, code in row.code_lines.items():
             name = f"{relative_name(code.path, root)}:{code.line}::{code.qualname} ({role} of {row.op})"
             if code.executed is None or code.missing is None:
@@ -573,11 +588,8 @@ def to_json(rows: Sequence[Row], root: str) -> str:
                     else f"{relative_name(r.backward_defined_in[0], root)}::{r.backward_defined_in[1]}",
                     "counts": r.counts,
                     "code_counts": r.code_counts,
-                    **(
-                        {"op": r.op, "lines": {role: c.to_json(root) for role, c in r.code_lines.items()}}
-                        if r.kind == "custom_op"
-                        else {}
-                    ),
+                    "lines": {role: c.to_json(root) for role, c in r.code_lines.items()},
+                    **({"op": r.op} if r.kind == "custom_op" else {}),
                 }
                 for r in rows
             ],
@@ -594,6 +606,9 @@ class CodeRuns:
     path: str  # relative to the report's root (``/``-separated), or absolute
     qualname: str
     phases: dict[str, int]
+    # Whether coverage saw a line of the backward this class defines run, where no counter
+    # was (a multiprocessing child).
+    backward_lines_ran: bool = False
 
     def matches(self, path: str, qualname: str) -> bool:
         """Whether this entry is the Function ``qualname`` of file ``path`` in this checkout.
@@ -634,6 +649,8 @@ def read_code_runs(path: str) -> list[CodeRuns]:
                     phase: sum(int(n) for kinds in modes.values() for n in kinds.values())
                     for phase, modes in f["code_counts"].items()
                 },
+                # Lines of an inherited backward are the base's: they say nothing of this class's code.
+                f.get("backward_defined_in") is None and bool(((f.get("lines") or {}).get("backward") or {}).get("executed")),
             )
             for f in functions
             if f.get("kind", "autograd.Function") == "autograd.Function"

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-import privileges
+import other_user
 import pytest
 
 BUGGY = textwrap.dedent(
@@ -135,14 +135,14 @@ def test_bad_input_is_one_line_and_the_run_goes_on(tmp_path: Path, name: str) ->
 def test_empty_file_and_unreadable_file(tmp_path: Path) -> None:
     (tmp_path / "empty.py").write_text("")
     assert check("empty.py", cwd=tmp_path).returncode == 0
-    prefix = privileges.as_nobody()  # root reads any file
-    with privileges.shared_folder() as root:
+    prefix = other_user.as_nobody()  # root reads any file
+    with other_user.shared_folder() as root:
         locked = root / "locked.py"
         locked.write_text(BUGGY)
         (root / "other.py").write_text(BUGGY)
-        privileges.hand_over(prefix, root, locked, root / "other.py")
+        other_user.hand_over(prefix, root, locked, root / "other.py")
         locked.chmod(0)
-        result = privileges.check(prefix, "locked.py", "other.py", cwd=root)
+        result = other_user.autograd_lint(prefix, "check", "locked.py", "other.py", cwd=root)
     assert result.returncode == 2, result.stdout + result.stderr
     (error,) = [line for line in result.stderr.splitlines() if "locked.py" in line]
     assert "cannot be read" in error

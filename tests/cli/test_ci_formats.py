@@ -133,6 +133,8 @@ def test_junit_report_reads_with_junitparser(tmp_path: Path) -> None:
     assert (report.tests, report.failures, report.errors) == (3, 2, 1)
     suites = {suite.name: suite for suite in report}
     assert set(suites) == {"mul.py", "odd <&>.py", "gone.py"}
+    assert {name: (s.tests, s.failures, s.errors, s.skipped) for name, s in suites.items()} == {
+        "mul.py": (1, 1, 0, 0), "odd <&>.py": (1, 1, 0, 0), "gone.py": (1, 0, 1, 0)}
     (case,) = list(suites["mul.py"])
     assert case.name == "AGL001 at line 12, col 9" and case.classname == "mul"
     (failure,) = case.result
@@ -151,6 +153,8 @@ def test_junit_report_of_a_clean_run_has_one_passing_case(tmp_path: Path) -> Non
     report = junitparser.JUnitXml.fromstring(result.stdout.encode())
     assert (report.tests, report.failures, report.errors) == (1, 0, 0)
     (suite,) = list(report)
+    # The suite's own counts, as CI systems read them, not only the totals.
+    assert (suite.name, suite.tests, suite.failures, suite.errors, suite.skipped) == ("autograd-lint", 1, 0, 0, 0)
     (case,) = list(suite)
     assert case.is_passed
 

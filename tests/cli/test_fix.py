@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import libcst as cst
-import privileges
+import other_user
 import pytest
 
 from autograd_lint.lint.fix import fix_file
@@ -187,16 +187,16 @@ def test_fix_with_json_output_keeps_stdout_json(tmp_path: Path) -> None:
 
 
 def test_unwritable_directory_is_an_error_and_leaves_the_file() -> None:
-    prefix = privileges.as_nobody()
-    with privileges.shared_folder() as root:
+    prefix = other_user.as_nobody()
+    with other_user.shared_folder() as root:
         directory = root / "locked"
         directory.mkdir()
         path = directory / "neg.py"
         path.write_text(FIXABLE)
-        privileges.hand_over(prefix, root, directory, path)
+        other_user.hand_over(prefix, root, directory, path)
         directory.chmod(0o555)
         try:
-            result = privileges.check(prefix, "--fix", "locked/neg.py", cwd=root)
+            result = other_user.autograd_lint(prefix, "check", "--fix", "locked/neg.py", cwd=root)
         finally:
             directory.chmod(0o755)
         assert result.returncode == 2, result.stdout + result.stderr

@@ -103,7 +103,10 @@ def test_report_lists_each_op_backward_with_its_lines(custom_op_run: Run) -> Non
 
     data = json.loads((run.root / "report.json").read_text())
     by_name = {f["qualname"]: f for f in data["functions"]}
-    assert by_name["Twice"]["kind"] == "autograd.Function" and "lines" not in by_name["Twice"]
+    assert by_name["Twice"]["kind"] == "autograd.Function" and "op" not in by_name["Twice"]
+    # A Function's entry carries the lines of the backward it uses, as a custom op's does.
+    assert by_name["Twice"]["lines"] == {"backward": {
+        "path": "opslib.py", "qualname": "Twice.backward", "line": 48, "executed": [49], "missing": []}}
     scale = by_name["scale_backward"]
     assert scale["kind"] == "custom_op" and scale["op"] == "covlib::scale"
     assert scale["counts"] == {"forward": {"eager": {"main": 1}}, "backward": {"eager": {"main": 1}}}

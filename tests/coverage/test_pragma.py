@@ -164,6 +164,30 @@ def test_only_unexercised_follows_the_report(project: Path, capsys: pytest.Captu
     )
 
 
+def test_only_unexercised_leaves_a_backward_whose_lines_ran_in_another_process(project: Path) -> None:
+    """No counter saw Shift's vjp run (it ran in a multiprocessing child), but coverage saw its lines:
+    it ran, so it is not marked; Scale's backward, no count and no line, is."""
+    ran = {"forward": {"eager": {"main": 1}}, "jvp": {"eager": {"main": 1}}}
+    lines = {"path": "ops.py", "line": 18, "missing": []}
+    report = {
+        "version": 2,
+        "root": "/somewhere/else",
+        "functions": [
+            {"kind": "autograd.Function", "path": "ops.py", "qualname": "Scale", "line": 4, "has_backward": True,
+             "backward_ran": False, "backward_defined_in": None, "counts": ran, "code_counts": ran,
+             "lines": {"backward": {**lines, "qualname": "Scale.backward", "line": 9, "executed": []}}},
+            {"kind": "autograd.Function", "path": "ops.py", "qualname": "Shift", "line": 15, "has_backward": True,
+             "backward_ran": True, "backward_defined_in": None, "counts": {}, "code_counts": {},
+             "lines": {"backward": {**lines, "qualname": "Shift.vjp", "executed": [23]}}},
+        ],
+    }
+    (project / "report.json").write_text(json.dumps(report))
+    assert main(["pragma", "--only-unexercised", str(project / "report.json"), str(project / "ops.py")]) == 0
+    text = (project / "ops.py").read_text()
+    assert text.count(MARKER) == 1
+    assert f"def backward(ctx, grad):  # noqa: D102  {MARKER}" in text
+
+
 def test_a_line_that_already_carries_a_pragma_is_left_alone(project: Path) -> None:
     text = SOURCE.replace("def backward(ctx, grad):  # noqa: D102", "def backward(ctx, grad):  # pragma: no cover")
     (project / "ops.py").write_text(text)

@@ -1,4 +1,9 @@
-"""The pre-commit hook, through the real ``pre-commit try-repo``."""
+"""The pre-commit hook, through the real ``pre-commit try-repo``, without the network.
+
+pre-commit installs the hook into a virtualenv of its own with pip; pip is given a
+wheelhouse packed from the distributions installed here (``wheelhouse.py``) and no
+index, so the test needs no network and fails, never skips, when pip would need one.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+import wheelhouse
+
 REPO = Path(__file__).resolve().parents[2]
 BUGGY = (REPO / "examples" / "buggy" / "custom_kernels.py").read_text()
 CLEAN = (REPO / "examples" / "clean" / "fused_ops.py").read_text()
@@ -19,8 +26,27 @@ def git(*args: str, cwd: Path) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 
 
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment pre-commit runs in: pip reads the local wheelhouse only; one pre-commit cache
+    for the module, so the hook's environment is built once."""
+    home = tmp_path_factory.mktemp("precommit")
+    wheelhouse.build(home / "wheels")
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(home / "cache"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(home / "wheels"),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "VIRTUALENV_NO_PERIODIC_UPDATE": "1",
+    }
+    env.pop("VIRTUAL_ENV", None)
+    return env
+
+
 @pytest.mark.slow
-def test_precommit_try_repo_fails_on_buggy_and_passes_on_clean(tmp_path: Path) -> None:
+def test_precommit_try_repo_fails_on_buggy_and_passes_on_clean(tmp_path: Path, offline: dict[str, str]) -> None:
     pre_commit = shutil.which("pre-commit") or str(Path(sys.executable).with_name("pre-commit"))
     if not Path(pre_commit).exists():
         pytest.skip("pre-commit is not installed")
@@ -32,8 +58,7 @@ def test_precommit_try_repo_fails_on_buggy_and_passes_on_clean(tmp_path: Path) -
     (project / "buggy.py").write_text(BUGGY)
     (project / "clean.py").write_text(CLEAN)
     git("add", ".", cwd=project)
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "GIT_CONFIG_NOSYSTEM": "1"}
-    env.pop("VIRTUAL_ENV", None)
+    env = offline
 
     def try_repo(path: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -49,7 +74,7 @@ def test_precommit_try_repo_fails_on_buggy_and_passes_on_clean(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_precommit_skips_files_the_project_excludes(tmp_path: Path) -> None:
+def test_precommit_skips_files_the_project_excludes(tmp_path: Path, offline: dict[str, str]) -> None:
     """The hook passes --force-exclude: a staged vendor/x.py that pyproject.toml excludes is not
     checked, and the same bug outside vendor/ fails the commit."""
     pre_commit = shutil.which("pre-commit") or str(Path(sys.executable).with_name("pre-commit"))
@@ -63,8 +88,7 @@ def test_precommit_skips_files_the_project_excludes(tmp_path: Path) -> None:
     (project / "pyproject.toml").write_text('[tool.autograd-lint]\nextend-exclude = ["vendor"]\n')
     (project / "vendor" / "x.py").write_text(BUGGY)
     git("add", "pyproject.toml", "vendor/x.py", cwd=project)
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "GIT_CONFIG_NOSYSTEM": "1"}
-    env.pop("VIRTUAL_ENV", None)
+    env = offline
 
     def try_repo() -> subprocess.CompletedProcess[str]:
         # No --files: the hook runs on what is staged, as at `git commit`.

@@ -31,6 +31,8 @@ TORCH = frozenset({"torch", "th"})
         ("th.rand((2, 5), dtype=th.double)", TensorInput((2, 5), "float64", "cpu", False)),
         ("torch.zeros(size=(3,))", TensorInput((3,), "float32", "cpu", False)),
         ("torch.randn(3, requires_grad=True)", TensorInput((3,), "float32", "cpu", True)),
+        ("torch.randn(3, requires_grad=False)", TensorInput((3,), "float32", "cpu", False)),
+        ("torch.tensor([True, False])", TensorInput((2,), "bool", "cpu", False)),
         ("torch.randn(2, 2, device='cuda')", TensorInput((2, 2), "float32", "cuda", False)),
         ("torch.randn(4).double().requires_grad_()", TensorInput((4,), "float64", "cpu", True)),
         ("torch.ones(2, 3).to(torch.float16).cuda()", TensorInput((2, 3), "float16", "cuda", False)),
@@ -55,7 +57,9 @@ def test_literal_arguments(source: str, expected: object) -> None:
 @pytest.mark.parametrize(
     "source",
     ["x", "torch.randn(n, 4)", "torch.randn(3) * 2", "f'{x}'", "torch.randn(3).sum()", "make_tensor(3)",
-     "torch.randn(3, dtype=dtype)", "-x"],
+     "torch.randn(3, dtype=dtype)", "-x",
+     # a name among the elements is no literal, whatever it holds
+     "torch.tensor([n, 1])", "torch.tensor([1.5, -x])", "torch.tensor([torch.pi])"],
 )
 def test_non_literal_arguments(source: str) -> None:
     assert input_of(cst.parse_expression(source), TORCH) is None

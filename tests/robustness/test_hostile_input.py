@@ -18,7 +18,7 @@ from typing import Iterator
 
 import pytest
 
-from other_user import run_as_other_user, shared_directory
+from other_user import as_other_user, autograd_lint, shared_folder
 
 MUL = textwrap.dedent(
     """\
@@ -66,7 +66,8 @@ def lines(output: bytes) -> list[str]:
 
 @pytest.fixture
 def shared() -> Iterator[Path]:
-    yield from shared_directory()
+    with shared_folder() as folder:
+        yield folder
 
 
 # 1. Only regular files are opened: a FIFO never blocks the run.
@@ -91,7 +92,7 @@ def test_a_directory_that_cannot_be_listed_is_reported(shared: Path) -> None:
     hidden.mkdir()
     (hidden / "more.py").write_text(MUL)
     os.chmod(hidden, 0o000)
-    result = run_as_other_user(["check", "."], cwd=shared)
+    result = autograd_lint(as_other_user(), "check", ".", cwd=shared)
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [
         "error: ./hidden: directory cannot be listed (Permission denied); its files were not checked"
@@ -156,7 +157,7 @@ def test_fix_as_another_user_never_takes_a_file_over(shared: Path) -> None:
     path = shared / "ops.py"
     path.write_text(SCALE)
     os.chmod(path, 0o666)  # writable by everyone, owned by root: a rename would make it nobody's
-    result = run_as_other_user(["check", "--fix", "ops.py"], cwd=shared)
+    result = autograd_lint(as_other_user(), "check", "--fix", "ops.py", cwd=shared)
     assert result.returncode == 2
     assert "error: ops.py: belongs to another user or group; not replaced: the new file would change its owner" in (
         result.stderr.splitlines()
