@@ -77,15 +77,20 @@ def agreed_arities(
     """For each Function (by full name) whose sites all pass one count, that count and its
     first call (by path, then line).  ``sites`` are (path, site) pairs of the whole run;
     ``known`` maps every name a Function can be imported by to it.  A Function with any
-    site of unknown arguments, or with calls that disagree, gets nothing."""
+    site of unknown arguments, or with calls that disagree, gets nothing; so does one
+    whose class name a site names through an import that resolves to no Function (a
+    re-export such as ``from pkg import Fn``, maybe this one) with another count."""
     grouped: dict[str, list[tuple[str, ApplySite]]] = {}
+    unresolved: dict[str, set[int | None]] = {}
     for path, site in sites:
         function = known.get(site.target)
         if function is not None:
             grouped.setdefault(function.full_name, []).append((path, site))
+        else:
+            unresolved.setdefault(site.target.rsplit(".", 1)[-1], set()).add(site.arguments)
     agreed: dict[str, RunApply] = {}
     for name, found in grouped.items():
-        counts = {site.arguments for _, site in found}
+        counts = {site.arguments for _, site in found} | unresolved.get(name.rsplit(".", 1)[-1], set())
         if len(counts) != 1 or None in counts:
             continue
         path, site = min(found, key=lambda pair: (pair[0], pair[1].line))

@@ -96,15 +96,21 @@ def test_workers_decide_the_same(tmp_path: Path) -> None:
         {"pkg/a.py": "from pkg.ops import Scale\n\ndef same(x):\n    return Scale.apply(x)\n"},
         # A call passing more than forward takes raises in forward: backward never runs.
         {"pkg/a.py": "from pkg.ops import Scale\n\ndef odd(x):\n    return Scale.apply(x, 0.5, 1)\n"},
-        # A name that is not the Function (imported from elsewhere) is not its call.
+        # A name that is not the Function (imported from elsewhere) is not its call, and may be it.
         {"pkg/a.py": "from other.ops import Scale\n\ndef halve(x):\n    return Scale.apply(x, 0.5)\n"},
+        # A re-export the run can't follow may name this Function, with another count.
+        {
+            "pkg/__init__.py": "from pkg.ops import *\n",
+            "pkg/a.py": "from pkg.ops import Scale\n\ndef halve(x):\n    return Scale.apply(x, 0.5)\n",
+            "pkg/b.py": "from pkg import Scale\n\ndef same(x):\n    return Scale.apply(x)\n",
+        },
         # The Function's own module calls apply: its own calls decide (here, one input).
         {
             "pkg/ops.py": OPS + "\ndef same(x):\n    return Scale.apply(x)\n",
             "pkg/a.py": "from pkg.ops import Scale\n\ndef halve(x):\n    return Scale.apply(x, 0.5)\n",
         },
     ],
-    ids=["disagree", "star-args", "apply-as-value", "agree-on-fewer", "too-many", "other-scale", "own-module-calls"],
+    ids=["disagree", "star-args", "apply-as-value", "agree-on-fewer", "too-many", "other-scale", "re-export", "own-module-calls"],
 )
 def test_silent_where_the_calls_cannot_decide(tmp_path: Path, files: dict[str, str]) -> None:
     assert agl001(tmp_path, files) == []
