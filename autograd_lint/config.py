@@ -20,7 +20,6 @@ one line a front end prints: the file, the key, and what is wrong with it.
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
 import os
 import re
@@ -136,7 +135,14 @@ KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "gradcheck-tolerances": ("gradcheck_tolerances", _function_table("'atol=..., rtol=...'")),
     "low-precision": ("low_precision", _function_table("'dtype=... [device=...] [k=...] reference=...'")),
     "uses-compile": ("uses_compile", lambda v, w: _boolean(v, w)),
+    "cache-dir": ("cache_dir", lambda v, w: _string(v, w)),
 }
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a directory path, got {value!r}")
+    return value
 
 
 def _boolean(value: Any, where: str) -> bool:
@@ -191,11 +197,16 @@ def settings_from_table(table: dict[str, Any], path: Path, base: Settings | None
         if key == EXTEND:
             continue  # followed by load_settings
         if key not in KEYS:
+            import difflib  # for the hint only: its import costs every run 0.01 s
+
             close = difflib.get_close_matches(key, [*KEYS, EXTEND], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"{_display(path)}: [{TABLE}] unknown key {key!r}{hint}")
         field, parse = KEYS[key]
         changes[field] = parse(value, f"{_display(path)}: [{TABLE}] {key}")
+        if key == "cache-dir":
+            # Relative to the file that sets it, wherever the run started (as ruff's cache-dir).
+            changes[field] = os.path.abspath(path.parent / os.path.expanduser(changes[field]))
         if key in _ADDED_TO_BASE:
             changes[field] = getattr(base, field) + changes[field]
     return replace(base, **changes)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 
 # The mode of a file that did not exist before, before the umask applies (as open() does).
 _NEW_FILE_MODE = 0o666
@@ -147,6 +146,8 @@ def write_atomically(path: str, data: bytes, *, replacing: bytes | None = None) 
             raise Refused(path, "was removed while it was being rewritten; not written")
         os.makedirs(directory, exist_ok=True)
         mode = _NEW_FILE_MODE & ~_umask()
+    import tempfile  # here: it imports shutil, random and the compressors, which a run that writes nothing needn't
+
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as stream:

@@ -55,3 +55,5 @@ class Settings:
     # The project runs its code under torch.compile: the compile-compatibility rules
     # (those with ``on_when_compiling``) are on without being selected by code.
     uses_compile: bool = False
+    # Where `check` keeps its result cache (None: .autograd_lint_cache in the project's directory).
+    cache_dir: str | None = None

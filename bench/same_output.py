@@ -1,7 +1,7 @@
 """Whether a change leaves ``autograd-lint check`` output byte for byte as it was.
 
 Usage:
-  python bench/same_output.py run --out DIR [--ref REF] [--only NAME ...] [--extra DIR ...] [--jobs N]
+  python bench/same_output.py run --out DIR [--ref REF] [--only NAME ...] [--extra DIR ...] [--jobs N] [--cache MODE]
   python bench/same_output.py compare BEFORE_DIR AFTER_DIR
 
 ``run`` lints every tree of the benches (bench/accuracy_repos.txt, which holds
@@ -16,7 +16,20 @@ with this interpreter (so a refactoring can be compared with the commit
 before it).  Trees are extracted as bench/accuracy.py does
 (/work/realcode/<name>, from the ``fetch`` tool's mirrors).
 
+``--cache`` says how ``check``'s result cache is used: ``off`` (``--no-cache``, the
+default, so that the output is the analysis's own), ``cold`` (the tree's
+``.autograd_lint_cache`` removed first: every result computed, then stored) or ``warm``
+(the same run made twice, the second recorded: every result it can take from the cache).
+
 ``compare`` prints the files of two runs that differ, and exits 1 if any does.
+
+Issue 27's check (a result from the cache is the one a fresh run gives)::
+
+  nice -n 10 .venv/bin/python bench/same_output.py run --out /tmp/same-off --extra /work/realcode/pytorch-test_custom_ops
+  nice -n 10 .venv/bin/python bench/same_output.py run --cache cold --out /tmp/same-cold --extra /work/realcode/pytorch-test_custom_ops
+  nice -n 10 .venv/bin/python bench/same_output.py run --cache warm --out /tmp/same-warm --extra /work/realcode/pytorch-test_custom_ops
+  .venv/bin/python bench/same_output.py compare /tmp/same-off /tmp/same-cold
+  .venv/bin/python bench/same_output.py compare /tmp/same-off /tmp/same-warm
 
 Reproduce issue 20's check (behaviour unchanged by the layout work)::
 
@@ -28,6 +41,7 @@ Reproduce issue 20's check (behaviour unchanged by the layout work)::
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import time
@@ -92,12 +106,20 @@ def run(args: argparse.Namespace) -> None:
     (out / "codes.txt").write_text(codes + "\n")
     located = [(repo.name, accuracy.extract(repo, args.mirrors, args.realcode)) for repo in trees(args.only)]
     located += [(Path(extra).name, Path(extra)) for extra in args.extra]
+    # A source tree from before the cache has no --no-cache (and no cache).
+    has_cache = "--no-cache" in (src / "autograd_lint" / "lint" / "commands" / "check.py").read_text()
     for name, tree in located:
         for output_format in args.formats:
             command = [
                 sys.executable, "-P", "-c", _LAUNCH, str(src), "check", "--isolated", "--select", codes,
                 "--output-format", output_format, "--jobs", str(args.jobs), ".",
             ]  # fmt: skip
+            if has_cache and args.cache == "off":
+                command.insert(-1, "--no-cache")
+            if args.cache == "cold":
+                shutil.rmtree(tree / ".autograd_lint_cache", ignore_errors=True)
+            elif args.cache == "warm":
+                subprocess.run(command, cwd=tree, capture_output=True)
             started = time.perf_counter()
             done = subprocess.run(command, cwd=tree, capture_output=True)
             seconds = time.perf_counter() - started
@@ -134,6 +156,7 @@ def main() -> None:
     runner.add_argument("--extra", nargs="*", default=[], help="further trees to lint, by directory")
     runner.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
     runner.add_argument("--jobs", type=int, default=2)
+    runner.add_argument("--cache", choices=("off", "cold", "warm"), default="off", help="how check's result cache is used")
     runner.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     runner.add_argument("--realcode", type=Path, default=Path("/work/realcode"))
     comparer = sub.add_parser("compare")

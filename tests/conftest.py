@@ -8,12 +8,14 @@ one that passes must not pass by luck of the draw.  The default profile,
 failures, run with ``HYPOTHESIS_PROFILE=explore``: random draws, and a failure
 prints the ``@reproduce_failure(...)`` decorator and seed that replay it.
 
-CI runs the suite with torch on one interpreter, and ``-m "not requires_torch"``
-without torch on the others (``.ci/run``).  A test needs torch when it runs code
-that imports it: everything under the directories below (generated tests, the
+CI runs the whole suite with torch on Python 3.11, and ``-m static_faces`` without
+torch on 3.10, 3.12 and 3.13 (``.ci/run``).  A test needs torch when it runs code
+that imports it: everything under the torch directories below (generated tests, the
 record and coverage plugins), and the tests elsewhere that carry the marker
 themselves.  The static faces (check, flake8, the language server, add-noqa,
-baseline, fixes, docs) never import torch and run everywhere.
+baseline, fixes, docs), the new-syntax tests, the rules' own examples and the
+robustness tests that depend on the interpreter's own limits never import torch:
+they are marked ``static_faces`` by the paths below and run on every interpreter.
 """
 
 from __future__ import annotations
@@ -33,8 +35,26 @@ TESTS = Path(__file__).parent
 TORCH_DIRECTORIES = ("coverage", "gentests")
 
 
+# The tests run on every interpreter CI has (directories and files of tests/).
+STATIC_FACES = (
+    "cli",
+    "docs",
+    "frontends",
+    "server",
+    "model/test_new_syntax.py",
+    "rules/test_rule_examples.py",
+    "robustness/test_deep_code_and_lines.py",
+    "robustness/test_discovery_scopes.py",
+    "robustness/test_fuzz.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     torch_directories = [TESTS / name for name in TORCH_DIRECTORIES]
+    static = [TESTS / name for name in STATIC_FACES]
     for item in items:
         if any(directory in item.path.parents for directory in torch_directories):
             item.add_marker(pytest.mark.requires_torch)
+        elif any(path == item.path or path in item.path.parents for path in static):
+            if not item.get_closest_marker("requires_torch"):
+                item.add_marker(pytest.mark.static_faces)

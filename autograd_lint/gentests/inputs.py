@@ -17,6 +17,7 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import ast
 import enum
 import re
 from dataclasses import dataclass, replace
@@ -51,6 +52,8 @@ class TensorInput:
     # A recorded tensor subclass (``module.Qualname``, e.g. a MaskedTensor; a ragged size is -1 in ``shape``):
     # only a pickled case has one.
     subclass: str | None = None
+    # A searched tensor's least number of dimensions, from forward's use of it (:func:`.param_uses.parameter_ranks`).
+    rank: int | None = None
 
     @property
     def is_differentiable(self) -> bool:
@@ -258,10 +261,34 @@ def never_differentiated(spec: FunctionSpec) -> frozenset[int]:
             found = {0}
         elif ret.elements is not None:
             found = {i for i, element in enumerate(ret.elements) if element.kind is Kind.NONE}
+        elif ret.value is not None and (spelt := _spelt_out(ret.value.text)) is not None:
+            found = {i for i, is_none in enumerate(spelt) if is_none}
         else:
             return frozenset()
         positions = found if positions is None else positions & found
     return frozenset(positions or ())
+
+
+def _spelt_out(source: str) -> list[bool] | None:
+    """Whether each element of a tuple built as ``(a,) + (None,) * 5`` is ``None``, or None if not such a tuple."""
+    try:
+        tree = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return None
+
+    def elements(node: ast.expr) -> list[bool] | None:
+        if isinstance(node, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in node.elts):
+            return [isinstance(e, ast.Constant) and e.value is None for e in node.elts]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = elements(node.left), elements(node.right)
+            return None if left is None or right is None else left + right
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) \
+                and isinstance(node.right, ast.Constant) and type(node.right.value) is int:
+            repeated = elements(node.left)
+            return None if repeated is None else repeated * node.right.value
+        return None
+
+    return elements(tree) if isinstance(tree, ast.BinOp) else None
 
 
 def parameter_kinds(spec: FunctionSpec) -> dict[str, Kind]:
@@ -294,7 +321,7 @@ def parameter_kinds(spec: FunctionSpec) -> dict[str, Kind]:
 def _parameter_inputs(
     params: tuple[Param, ...], default_source: dict[str, str | None], shaped: bool,
     never_differentiated: frozenset[int] = frozenset(), kinds: dict[str, Kind] | None = None,
-    uses: Mapping[str, str] | None = None,
+    uses: Mapping[str, str] | None = None, ranks: Mapping[str, int] | None = None,
 ) -> list[Input] | str:
     """Inputs for ``params``, or a reason why they can't be given.
 
@@ -310,9 +337,24 @@ def _parameter_inputs(
     when backward never differentiates it: a dimension or a count passed as a
     tensor; else a float 0-d tensor), one used through other tensor attributes is a
     tensor even where backward never differentiates it (then without gradient).
+    ``ranks`` (:func:`.param_uses.parameter_ranks`) give a searched tensor its least
+    number of dimensions.
     """
     kinds = kinds or {}
     uses = uses or {}
+    ranks = ranks or {}
+    inputs = _unranked_inputs(params, default_source, shaped, never_differentiated, kinds, uses)
+    if isinstance(inputs, str):
+        return inputs
+    return [replace(arg, rank=ranks[param.name])
+            if isinstance(arg, TensorInput) and arg.shape is None and ranks.get(param.name, 0) > 1 else arg
+            for param, arg in zip(params, inputs)]
+
+
+def _unranked_inputs(
+    params: tuple[Param, ...], default_source: dict[str, str | None], shaped: bool,
+    never_differentiated: frozenset[int], kinds: dict[str, Kind], uses: Mapping[str, str],
+) -> list[Input] | str:
     sizes: dict[str, int] = {}
     inputs: list[Input] = []
     for index, param in enumerate(params):
@@ -364,12 +406,13 @@ def choose_inputs(
     call_sites: list[InputCase],
     default_source: dict[str, str | None],
     uses: Mapping[str, str] | None = None,
+    ranks: Mapping[str, int] | None = None,
 ) -> FunctionInputs:
     """The input cases of ``spec`` from the most preferred source that has any.
 
     ``default_source`` maps each forward parameter with a default to the source of
     that default when it is a literal (None otherwise), see :func:`.literals.default_sources`.
-    ``uses`` is :func:`.param_uses.parameter_uses` of ``spec``.  An input whose
+    ``uses`` and ``ranks`` are :func:`.param_uses.parameter_uses` and ``parameter_ranks`` of ``spec``.  An input whose
     gradient every ``return`` of backward spells ``None`` never requires grad, in
     any case: backward does not differentiate it by design (a mask, a fixed filter).
     """
@@ -387,7 +430,7 @@ def choose_inputs(
     if not isinstance(annotated, str):
         return FunctionInputs(Origin.STATIC, (normalise_case(tuple(annotated)),))
     searched = _parameter_inputs(params, default_source, shaped=False,
-                                 never_differentiated=never, kinds=parameter_kinds(spec), uses=uses)
+                                 never_differentiated=never, kinds=parameter_kinds(spec), uses=uses, ranks=ranks)
     if isinstance(searched, str):
         return FunctionInputs(Origin.NONE, (), searched)
     return FunctionInputs(Origin.SEARCH, (normalise_case(tuple(searched)),))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import libcst as cst
 
 from autograd_lint.gentests.inputs import Input, TensorInput, ValueInput
+from autograd_lint.model.exprs import node_code
 from autograd_lint.model.spec import FunctionSpec
 
-_EMPTY_MODULE = cst.Module(body=[])
 
 DTYPES = frozenset({
     "float16", "half", "bfloat16", "float32", "float", "float64", "double",
@@ -31,8 +31,6 @@ _CONVERSION_METHODS = {"double": "float64", "float": "float32", "half": "float16
                        "int": "int32", "bool": "bool"}
 
 
-def code(node: cst.CSTNode) -> str:
-    return _EMPTY_MODULE.code_for_node(node)
 
 
 def _torch_attribute(node: cst.BaseExpression, torch_names: frozenset[str]) -> str | None:
@@ -57,16 +55,16 @@ def dtype_name(node: cst.BaseExpression, torch_names: frozenset[str]) -> str | N
 def value_source(node: cst.BaseExpression, torch_names: frozenset[str]) -> str | None:
     """The source of a literal non-tensor value, or None when ``node`` is not one."""
     if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString)):
-        return code(node)
+        return node_code(node)
     if isinstance(node, cst.ConcatenatedString):
-        return code(node) if not any(isinstance(p, cst.FormattedString) for p in (node.left, node.right)) else None
+        return node_code(node) if not any(isinstance(p, cst.FormattedString) for p in (node.left, node.right)) else None
     if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
         return node.value
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
         operand = value_source(node.expression, torch_names)
         if operand is None or not isinstance(node.expression, (cst.Integer, cst.Float, cst.Imaginary)):
             return None
-        return code(node.operator) + operand
+        return node_code(node.operator) + operand
     if isinstance(node, (cst.Tuple, cst.List)):
         items = []
         for element in node.elements:
@@ -198,7 +196,7 @@ def tensor_input(node: cst.BaseExpression, torch_names: frozenset[str]) -> Tenso
             return None
         method = node.func.attr.value
         args = node.args
-        if method == "requires_grad_" and (not args or code(args[0].value) == "True"):
+        if method == "requires_grad_" and (not args or node_code(args[0].value) == "True"):
             return TensorInput(base.shape, base.dtype, base.device, True)
         if method in _CONVERSION_METHODS and not args:
             return TensorInput(base.shape, _CONVERSION_METHODS[method], base.device, base.requires_grad)

@@ -7,7 +7,11 @@ Read from the source of ``forward`` (and ``setup_context``) alone; nothing here 
   (``ctx.save_for_backward(x, dim)``, ``x, dim = ctx.saved_tensors``), in backward:
   a 0-d integer tensor (a dimension, a count, an index passed as a tensor);
 * ``"tensor"``: the parameter is used through other tensor attributes
-  (``p.to(...)``, ``p.shape``, ``p.float()``): a tensor, never a number.
+  (``p.to(...)``, ``p.shape``, ``p.float()``) or indexed with a slice or ``None``
+  (``p[:, :, None]``): a tensor, never a number.
+
+:func:`parameter_ranks` reads, from the same source, the least number of
+dimensions forward's use of a tensor parameter implies (see there).
 """
 
 from __future__ import annotations
@@ -48,7 +52,10 @@ def parameter_uses(spec: FunctionSpec, lines: Sequence[str]) -> dict[str, str]:
 def _direct_uses(tree: ast.FunctionDef, names: set[str]) -> dict[str, str]:
     uses: dict[str, str] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" \
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names \
+                and _indexes_like_a_tensor(node.slice):
+            uses.setdefault(node.value.id, TENSOR)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" \
                 and len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in names:
             uses[node.args[0].id] = INTEGER
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
@@ -84,3 +91,111 @@ def _uses_through_saved_tensors(spec: FunctionSpec, lines: Sequence[str], names:
                     renamed[target.id] = original
     found = _direct_uses(tree, set(renamed))
     return {renamed[name]: use for name, use in found.items() if use == INTEGER}
+
+
+def _indexes_like_a_tensor(index: ast.expr) -> bool:
+    """An index only a tensor (or array) takes: a tuple with a slice, ``None`` or ``...`` (``p[:, None]``)."""
+    if not isinstance(index, ast.Tuple):
+        return False
+    return any(isinstance(element, ast.Slice) or (isinstance(element, ast.Constant) and element.value in (None, ...))
+               for element in index.elts)
+
+
+# Methods whose first positional argument is a dimension of the tensor they are called on.
+_DIMENSION_METHODS = frozenset({"size", "unbind", "select", "narrow", "transpose", "movedim", "split", "chunk",
+                                "softmax", "log_softmax", "cumsum", "flip", "sum", "mean", "amax", "amin",
+                                "argmax", "argmin", "unflatten"})
+
+
+def parameter_ranks(spec: FunctionSpec, lines: Sequence[str]) -> dict[str, int]:
+    """The least number of dimensions forward's (and ``setup_context``'s) use implies for each parameter.
+
+    Evidence, each about the value the parameter holds before its name is first
+    assigned again (``x = x[:, :, None]`` changes it): an index of ``k`` elements
+    besides ``None`` and ``...`` (``p[:, 0, :]``: 3); ``a, b, c, d = p.shape``
+    (4); ``p.shape[k]``, ``p.shape[-k:]``, ``p.size(k)``, ``p.unbind(k)`` and other
+    methods taking a dimension first; a call with ``p`` as first argument and a
+    literal ``dim=k`` (``torch.unbind(p, dim=2)``, a helper called with ``dim=3``):
+    ``k + 1``, or ``k`` for ``-k``.  The search makes such a tensor with at least that
+    many dimensions first (a batch of images for 4): a guess it still falls back from.
+    """
+    params = spec.forward_inputs
+    if params is None:
+        return {}
+    names = {param.name for param in params}
+    ranks: dict[str, int] = {}
+    for method_name in ("forward", "setup_context"):
+        method = spec.method(method_name)
+        tree = method_ast(method, lines) if method is not None else None
+        if tree is None:
+            continue
+        for name, rank in _rank_evidence(tree, names).items():
+            ranks[name] = max(rank, ranks.get(name, 0))
+    return ranks
+
+
+def _rank_evidence(tree: ast.FunctionDef, names: set[str]) -> dict[str, int]:
+    reassigned: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in names:
+            reassigned[node.id] = min(node.lineno, reassigned.get(node.id, node.lineno))
+    found: dict[str, int] = {}
+
+    def note(name_node: ast.expr, rank: int | None) -> None:
+        if not isinstance(name_node, ast.Name) or name_node.id not in names or not rank or rank < 1:
+            return
+        if name_node.lineno > reassigned.get(name_node.id, name_node.lineno):
+            return  # a later value of the name, not the argument
+        found[name_node.id] = max(rank, found.get(name_node.id, 0))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) \
+                and not any(_is_constant(e, ...) for e in node.slice.elts):
+            note(node.value, sum(1 for e in node.slice.elts if not _is_constant(e, None)))
+        elif isinstance(node, ast.Subscript) and _is_shape(node.value):
+            note(node.value.value, _rank_of_index(node.slice))  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) \
+                and (_is_shape(node.value) or _is_call_of(node.value, "size", 0)) \
+                and not any(isinstance(e, ast.Starred) for e in node.targets[0].elts):
+            owner = node.value.value if isinstance(node.value, ast.Attribute) else node.value.func.value  # type: ignore[attr-defined]
+            note(owner, len(node.targets[0].elts))
+        elif isinstance(node, ast.Call):
+            dim = next((k.value for k in node.keywords if k.arg in ("dim", "axis")), None)
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _DIMENSION_METHODS and node.args \
+                    and dim is None:
+                dim = node.args[0]
+            if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                    and node.func.value.id in names:
+                note(node.func.value, _rank_of_index(dim) if dim is not None else None)
+            elif node.args and dim is not None and any(k.arg in ("dim", "axis") for k in node.keywords):
+                note(node.args[0], _rank_of_index(dim))
+    return found
+
+
+def _is_constant(node: ast.expr, value: object) -> bool:
+    return isinstance(node, ast.Constant) and node.value is value
+
+
+def _is_shape(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "shape" and isinstance(node.value, ast.Name)
+
+
+def _is_call_of(node: ast.expr, method: str, arguments: int) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method \
+        and isinstance(node.func.value, ast.Name) and len(node.args) == arguments and not node.keywords
+
+
+def _rank_of_index(index: ast.expr) -> int | None:
+    """The least rank in which ``index`` (a literal dimension, or a slice ``-k:``) exists, or None."""
+    if isinstance(index, ast.Slice):
+        index = index.lower if index.lower is not None and index.upper is None else None  # type: ignore[assignment]
+        if index is None:
+            return None
+    value: object = None
+    if isinstance(index, ast.Constant):
+        value = index.value
+    elif isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub) and isinstance(index.operand, ast.Constant):
+        value = -index.operand.value if isinstance(index.operand.value, int) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return value + 1 if value >= 0 else -value

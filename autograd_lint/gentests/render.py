@@ -101,6 +101,8 @@ def _input_source(arg: Input) -> str:
         if arg.stats is not None:
             options += ", stats={" + ", ".join(f"{_quoted(name)}: {value!r}" for name, value in arg.stats) + "}"
         if arg.shape is None:
+            if arg.rank is not None:
+                options += f", rank={arg.rank}"
             return f"any_tensor({options.lstrip(', ')})"
         shape = "(" + ", ".join(map(str, arg.shape)) + ("," if len(arg.shape) == 1 else "") + ")"
         return f"tensor({shape}{options})"

@@ -27,7 +27,7 @@ from autograd_lint import __version__
 from autograd_lint.files import Refused, write_atomically
 from autograd_lint.sidefiles import SideFileError, load_json
 from autograd_lint.noqa import LINE_NOQA
-from autograd_lint.rules.base import Diagnostic
+from autograd_lint.model.diagnostic import Diagnostic
 
 FORMAT = "autograd-lint-baseline"
 VERSION = 1

@@ -72,6 +72,7 @@ def _selected_classes(settings: Settings, path: str | None) -> tuple[type[Rule],
     return tuple(rule for rule in all_rules() if is_selected(rule, settings, path))
 
 
+@functools.lru_cache(maxsize=64)
 def module_needs(settings: Settings) -> frozenset[ModuleNeed]:
     """What the selected rules look at outside the Function classes (per-file ignores
     only take rules away, so the selection without a path covers every file)."""
@@ -88,7 +89,7 @@ def check_analysis(analysis: FileAnalysis, settings: Settings, honour_noqa: bool
     With ``honour_noqa``, findings that a ``# noqa`` comment on their line or a
     file-level directive silences (see :mod:`autograd_lint.noqa`) are left out.
     """
-    if not analysis.functions and analysis.custom_ops is None:
+    if analysis.nothing_to_check:
         return []  # most analysed files: no rule needs selecting
     rules = selected_rules(settings, analysis.source.path)
     if not rules:

@@ -9,23 +9,24 @@ changes what is reported.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
-import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Collection, Sequence
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
 from autograd_lint import __version__
 from autograd_lint.lint.baseline import fingerprint, relative_key
-from autograd_lint.lint.docs import rule_page
-from autograd_lint.rules import all_rules, rule_by_code
-from autograd_lint.rules.base import Diagnostic, Rule, Severity
+from autograd_lint.model.diagnostic import Diagnostic, Severity
 from autograd_lint.model.source import SourceError, read_source, split_lines
+
+if TYPE_CHECKING:
+    from autograd_lint.rules.base import Rule
+
+# The rule catalogue (libcst and every rule module) is imported by the formats that
+# describe rules, when they do: a report with no finding, or from cached results, needs none.
 
 
 # Cached: a format asks for a file's lines once per finding in it.  A long-lived
@@ -105,6 +106,8 @@ def render_full(outcome: CheckOutcome) -> str:
 
 
 def _diagnostic_json(diagnostic: Diagnostic) -> dict[str, object]:
+    from autograd_lint.rules import rule_by_code
+
     rule = rule_by_code(diagnostic.code)
     return {
         "path": diagnostic.path,
@@ -150,10 +153,20 @@ def _artifact_location(path: str, root: Path) -> dict[str, str]:
     except ValueError:
         return {"uri": absolute.as_uri()}
     # The file name's bytes, percent-encoded: a name that is not UTF-8 (read with surrogate escapes) too.
+    from urllib.parse import quote
+
     return {"uri": quote(os.fsencode(relative.as_posix())), "uriBaseId": _SRCROOT}
 
 
+def _sha256(data: bytes) -> str:
+    import hashlib  # here: loading OpenSSL costs every run 0.01-0.02 s
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def _sarif_rule(rule: type[Rule]) -> dict[str, object]:
+    from autograd_lint.lint.docs import rule_page
+
     return {
         "id": rule.code,
         "name": rule.__name__,
@@ -166,6 +179,8 @@ def _sarif_rule(rule: type[Rule]) -> dict[str, object]:
 
 def render_sarif(outcome: CheckOutcome) -> str:
     """A SARIF 2.1.0 log with one run: the rule catalogue, the findings, and unreadable files as notifications."""
+    from autograd_lint.rules import all_rules
+
     root = Path(os.getcwd())
     rules = all_rules()
     index = {rule.code: position for position, rule in enumerate(rules)}
@@ -266,7 +281,7 @@ def _gitlab_issue(check: str, description: str, severity: str, path: str, line: 
     return {
         "description": description,
         "check_name": check,
-        "fingerprint": hashlib.sha256(json.dumps(identity).encode()).hexdigest(),
+        "fingerprint": _sha256(json.dumps(identity).encode()),
         "severity": severity,
         "location": {"path": path, "lines": {"begin": line}},
     }
@@ -313,6 +328,8 @@ def render_junit(outcome: CheckOutcome) -> str:
     A file that could not be checked is a test case with an ``error``; a clean run
     is one passing test case, so that a CI system shows that the check ran.
     """
+    import xml.etree.ElementTree as ElementTree
+
     by_path: dict[str, list[Diagnostic]] = {}
     for d in outcome.diagnostics:
         by_path.setdefault(d.path, []).append(d)
@@ -375,6 +392,8 @@ class Statistic:
 
 def statistics(diagnostics: Sequence[Diagnostic], fixable_codes: Collection[str]) -> list[Statistic]:
     """One row per rule that reported, most frequent first (then by code), as ruff orders them."""
+    from autograd_lint.rules import rule_by_code
+
     counts = Counter(d.code for d in diagnostics)
     rows = []
     for code, count in counts.items():

@@ -39,20 +39,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
-import libcst as cst
-from libcst.metadata import Scope
-
-from autograd_lint.model.apply_sites import RunApply
-from autograd_lint.model.custom_ops import (
-    CustomOpModule,
-    RunCustomOps,
-    custom_op_source,
-    extract_custom_ops,
-    mentions_custom_op,
-)
-from autograd_lint.model.extract import FUNCTION_BASES, ParsedUnit, extract_functions
 from autograd_lint.model.guard import TooLarge, compile_like_cpython, stage
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.locate import (
@@ -60,14 +48,26 @@ from autograd_lint.model.locate import (
     candidate_headers,
     class_block,
     class_headers,
+    mentions_custom_op,
     outside_strings,
     scope_prefix,
 )
+from autograd_lint.model.op_spec import CustomOpModule, RunCustomOps
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceError, SourceFile, split_lines
-from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec
-from autograd_lint.model import usage
-from autograd_lint.model.usage import ApplyIndex, FunctionUse
+from autograd_lint.model.spec import FUNCTION_BASES, FUNCTION_METHODS, FunctionSpec
+
+if TYPE_CHECKING:
+    import libcst as cst
+    from libcst.metadata import Scope
+
+    from autograd_lint.model.apply_sites import RunApply
+    from autograd_lint.model.extract import ParsedUnit
+    from autograd_lint.model.usage import ApplyIndex, FunctionUse
+
+# libcst and what is built on it (parsing, extraction, the custom-op finder, uses) are
+# imported where code is parsed: a file the text scans pass over never needs them, and
+# a run that checks only such files (a commit's files, often) starts 0.2 s sooner.
 
 # Calls that the module-level rules look at: instantiation and direct method calls.
 _USE_TEMPLATE = r"\b(?:{names})\s*(?:\(|\.\s*(?:{methods})\s*\()"
@@ -120,11 +120,18 @@ class FileAnalysis:
     # (always under flake8, stdin, an editor: one file at a time).
     run_applies: Mapping[str, RunApply] | None = None
 
+    @property
+    def nothing_to_check(self) -> bool:
+        """No Function and no custom op: no rule has anything to look at (most analysed files)."""
+        return not self.functions and self.custom_ops is None
+
     # What model.usage derives from the whole module, built on the first rule's request
     # and shared by the others.
     @cached_property
     def scopes(self) -> Mapping[cst.CSTNode, Scope | None]:
         """libcst's scopes of :attr:`whole_module` (which must have been parsed)."""
+        from autograd_lint.model import usage
+
         assert self.whole_module is not None
         return usage.scopes_of(self.whole_module)
 
@@ -132,6 +139,8 @@ class FileAnalysis:
     def function_uses(self) -> list[FunctionUse]:
         """Every call on a Function class of this module (:func:`usage.function_uses`);
         none when the text shows no such call (the module may be parsed whole for another need)."""
+        from autograd_lint.model import usage
+
         if ModuleNeed.FUNCTION_USES not in self.shown_needs:
             return []
         return usage.function_uses(self)
@@ -140,6 +149,8 @@ class FileAnalysis:
     def apply_index(self) -> ApplyIndex | None:
         """The module's ``Fn.apply`` calls and aliases (:class:`usage.ApplyIndex`); None when
         the module was not parsed whole or defines no Function, so has none to look at."""
+        from autograd_lint.model import usage
+
         if self.whole_module is None or not self.functions:
             return None
         return usage.ApplyIndex(self)
@@ -234,7 +245,7 @@ def analyze(
     source: SourceFile,
     known: Mapping[str, FunctionSpec],
     settings: Settings,
-    needs: frozenset[ModuleNeed] = EVERY_NEED,
+    needs: frozenset[ModuleNeed] | Callable[[], frozenset[ModuleNeed]] = EVERY_NEED,
     run_ops: RunCustomOps | None = None,
     mentions_ops: bool | None = None,
     *,
@@ -243,7 +254,9 @@ def analyze(
     """Find and describe the Functions and custom ops of ``source``; raises :class:`SourceError`.
 
     ``needs`` says what outside the Function classes the caller's rules look at
-    (every need when the caller is not running rules, e.g. gen-tests).
+    (every need when the caller is not running rules, e.g. gen-tests); a function
+    giving them is called only for a file with candidate classes (working them out
+    imports the rules).
     ``run_ops`` holds the custom ops and registrations of the other files of the
     run, once they are known (see :func:`autograd_lint.model.discovery.run`).
     ``mentions_ops`` is :func:`mentions_custom_op` of the text, when the caller
@@ -266,7 +279,7 @@ def locate(
     source: SourceFile,
     known: Mapping[str, FunctionSpec],
     settings: Settings,
-    needs: frozenset[ModuleNeed],
+    needs: frozenset[ModuleNeed] | Callable[[], frozenset[ModuleNeed]],
     mentions_ops: bool | None,
 ) -> Located:
     """What the text shows: imports, candidate Function classes, uses a rule needs, custom ops."""
@@ -282,6 +295,8 @@ def locate(
         headers = outside_strings(candidate_headers(class_headers(text), is_function_base), text)
         shown: set[ModuleNeed] = set()
         if headers:
+            if callable(needs):
+                needs = needs()
             names = "|".join(sorted({re.escape(h.name) for h in headers}))
             uses = re.compile(_USE_TEMPLATE.format(names=names, methods="|".join(FUNCTION_METHODS)))
             if ModuleNeed.FUNCTION_USES in needs and _is_used(text, uses):
@@ -327,6 +342,8 @@ def describe(
         source, located.imports, whole_module=parsed.whole_module, shown_needs=located.shown_needs
     )
     if parsed.function_units:
+        from autograd_lint.model.extract import extract_functions
+
         with stage(path, "building the model"):
             extraction = extract_functions(
                 parsed.function_units, located.imports, source.module, known, settings.extra_bases
@@ -336,6 +353,8 @@ def describe(
         analysis.open_refs = extraction.open_refs
     unit = parsed.ops_unit
     if unit is not None:
+        from autograd_lint.model.custom_ops import extract_custom_ops
+
         with stage(path, "describing custom ops"):
             found = extract_custom_ops(unit, located.imports, source.module, run_ops)
             if found.ops or found.foreign:
@@ -354,6 +373,11 @@ def _custom_op_unit(source: SourceFile, imports: ImportMap, guard: Guard) -> Par
     Most files that mention a custom-op word use it in a few statements, or only in
     text; the whole module is parsed only when the statements can't be cut out.
     """
+    import libcst as cst
+
+    from autograd_lint.model.custom_ops import custom_op_source
+    from autograd_lint.model.extract import ParsedUnit
+
     picked = custom_op_source(source.text, imports)
     if picked is None:
         return None
@@ -534,6 +558,10 @@ def _block_units(source: SourceFile, headers: list[ClassHeader], guard: Guard) -
     if two of them have the same qualified name (their rules would not know which
     block holds which), or if a base names a candidate that has another ``class``
     definition the blocks leave out (which may be the one the base refers to)."""
+    import libcst as cst
+
+    from autograd_lint.model.extract import ParsedUnit
+
     counts = Counter(h.name for h in headers)
     for name in {b.split(".", 1)[0] for h in headers for b in h.base_names} & counts.keys():
         if len(re.findall(rf"\bclass[ \t]+{name}\b", source.text)) > counts[name]:
@@ -568,6 +596,10 @@ def _block_units(source: SourceFile, headers: list[ClassHeader], guard: Guard) -
 
 
 def _parse_whole(source: SourceFile, guard: Guard) -> ParsedUnit:
+    import libcst as cst
+
+    from autograd_lint.model.extract import ParsedUnit
+
     guard.require_whole()
     try:
         return ParsedUnit.parse(source.path, source.text)

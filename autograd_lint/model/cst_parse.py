@@ -8,8 +8,7 @@ Two things set it apart from calling ``libcst.parse_module``:
   Modules are immutable, so sharing one is safe;
 * code that CPython compiles but libcst's parser rejects, found by the fuzzing: a
   line holding only a backslash continuation at the start of an indented block
-  (``def f():`` then ``\`` alone), a final ``\`` before the ``\r\n`` that ends the
-  file, and a form feed in the leading whitespace of a line inside a block (CPython
+  (``def f():`` then ``\`` alone), and a form feed in the leading whitespace of a line inside a block (CPython
   counts the indentation from the last form feed).  For analysis, such a backslash
   is read as a space, and such a line loses what precedes its last form feed, when
   that leaves Python's syntax tree unchanged, positions included once the columns
@@ -77,7 +76,7 @@ _Edit = tuple[int, str, int]
 def _readable(source: str) -> tuple[str, dict[int, int]] | None:
     """``source`` past libcst's limits, and the column shifts, where Python's tree stays the same."""
     lines = source.split("\n")
-    edits = _edits(lines, source.endswith("\\\r\n"))
+    edits = _edits(lines)
     if not edits:
         return None
     reference = _shape(source, {})
@@ -92,7 +91,7 @@ def _readable(source: str) -> tuple[str, dict[int, int]] | None:
     return together if kept and _shape(*together) == reference else None
 
 
-def _edits(lines: list[str], final_backslash: bool) -> list[_Edit]:
+def _edits(lines: list[str]) -> list[_Edit]:
     edits: list[_Edit] = []
     for index, line in enumerate(lines):
         rest = line.lstrip(" \t\f")
@@ -103,9 +102,6 @@ def _edits(lines: list[str], final_backslash: bool) -> list[_Edit]:
             new = new.replace("\\", " ", 1)
         if new != line:
             edits.append((index, new, cut))
-    if final_backslash and len(lines) >= 2 and lines[-2].endswith("\\\r"):
-        line = lines[-2]
-        edits.append((len(lines) - 2, line[:-2] + " \r", 0))
     return edits
 
 

@@ -20,38 +20,48 @@ count all of the run's ``apply`` calls agree on (:mod:`autograd_lint.model.apply
 from __future__ import annotations
 
 import fnmatch
+import functools
 import gc
-import multiprocessing
 import os
 import pickle
 import re
 import signal
 import sys
-from concurrent.futures.process import BrokenProcessPool
+import time
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeAlias, TypeVar
 
-from autograd_lint.model.analysis import (
-    EVERY_NEED,
-    FileAnalysis,
-    ModuleNeed,
-    analyze,
-    mentions_function,
-)
 from autograd_lint.model.apply_sites import ApplySite, RunApply, agreed_arities, apply_sites
-from autograd_lint.model.custom_ops import CustomOpModule, RunCustomOps, link_custom_ops, mentions_custom_op
-from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.guard import in_deep_stack, run_guarded, stage
 from autograd_lint.model.locate import INDENT, line_matches
 from autograd_lint.settings import Settings
-from autograd_lint.model.source import SourceError, SourceFile, namespace_names, read_source
+from autograd_lint.model.source import (
+    SourceError,
+    SourceFile,
+    decode_source,
+    module_name,
+    namespace_names,
+    read_source_bytes,
+)
 from autograd_lint.model.spec import FunctionSpec
+
+if TYPE_CHECKING:
+    import multiprocessing
+
+    from autograd_lint.model.analysis import FileAnalysis, ModuleNeed
+    from autograd_lint.model.op_spec import CustomOpModule, RunCustomOps
+    from autograd_lint.model.result_cache import ResultCache
+
+# The analysis (libcst and the model built on it) is imported where a file is analysed:
+# a run whose results all come from the cache never imports it.
 
 T = TypeVar("T")
 # Runs in a worker: analyse one file and derive a picklable result from it.
-FileJob = Callable[[FileAnalysis, Settings], T]
+FileJob = Callable[["FileAnalysis", Settings], T]
+# What the job's rules look at outside the Function classes: the needs, or a function
+# of the settings giving them (called where files are analysed), or None for every need.
+Needs: TypeAlias = "frozenset[ModuleNeed] | Callable[[Settings], frozenset[ModuleNeed]] | None"
 # A class header's base list, when it holds no parentheses of its own.
 _BASE_LIST = re.compile(rf"{INDENT}class[ \t]+\w+[ \t]*\(([^)]*)\)")  # at line starts
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -190,8 +200,15 @@ class FileResult(Generic[T]):
     custom_ops: CustomOpModule | None = None
     # The process (pid) that keeps this file's analysis for the last round, if one does.
     kept_by: int | None = None
+    # For the result cache: the digest of the bytes analysed (when the round asks for it),
+    # and the names of other files' Functions the analysis looked up (None: it listed them all).
+    digest: bytes | None = None
+    looked_up: frozenset[str] | None = frozenset()
     # Its uses of ``apply`` on imported names, analysed or not.
     apply_sites: tuple[ApplySite, ...] = ()
+    # The names whose run ``apply`` counts its rules looked up (the last rounds only;
+    # None: it listed them all).
+    applies_read: frozenset[str] | None = frozenset()
 
 
 @dataclass(frozen=True)
@@ -201,7 +218,7 @@ class _Round(Generic[T]):
     known: Mapping[str, FunctionSpec]
     settings: Settings
     job: FileJob[T]
-    needs: frozenset[ModuleNeed] = EVERY_NEED
+    needs: Needs = None
     # Round one: the gate for files that can define a Function by themselves.
     extra_words: re.Pattern[str] | None = None
     # Later rounds: names of the Functions found in the previous round.
@@ -210,31 +227,90 @@ class _Round(Generic[T]):
     run_ops: RunCustomOps | None = None
     # The last rounds: the count each Function's ``apply`` calls in the run agree on.
     run_applies: Mapping[str, RunApply] | None = None
+    # Give each result the digest of the bytes read (for the result cache).
+    digests: bool = False
 
 
 # A task: (path, explicit, analyse whatever the text says)
 _Task = tuple[str, bool, bool]
 
 
-def _analyse(source: SourceFile, explicit: bool, state: _Round[T], mentions_ops: bool | None = None) -> FileResult[T]:
+V = TypeVar("V")
+
+
+class _Lookups(Mapping[str, V]):
+    """A mapping of facts from other files of the run (their Functions, the counts their
+    ``apply`` calls agree on), recording which of them an analysis looks up: what its
+    result depends on in other files (for the result cache)."""
+
+    def __init__(self, facts: Mapping[str, V]) -> None:
+        self._facts = facts
+        self.names: set[str] | None = set()
+
+    def __getitem__(self, name: str) -> V:
+        if self.names is not None:
+            self.names.add(name)
+        return self._facts[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self.names = None  # listing them all: depends on every one
+        return iter(self._facts)
+
+    def __len__(self) -> int:
+        self.names = None
+        return len(self._facts)
+
+    def seen(self) -> frozenset[str] | None:
+        return None if self.names is None else frozenset(self.names)
+
+
+def _recorded_applies(state: _Round[T]) -> _Lookups[RunApply] | None:
+    """The round's agreed ``apply`` counts, recording which an analysis reads (None before the last rounds)."""
+    return None if state.run_applies is None else _Lookups(state.run_applies)
+
+
+def _read(applies: _Lookups[RunApply] | None) -> frozenset[str] | None:
+    """The names whose counts an analysis read through :func:`_recorded_applies`."""
+    return frozenset() if applies is None else applies.seen()
+
+
+def _analyse(
+    source: SourceFile, explicit: bool, state: _Round[T], mentions_ops: bool | None = None, digest: bytes | None = None
+) -> FileResult[T]:
+    from autograd_lint.model.analysis import analyze
+
+    known: _Lookups[FunctionSpec] = _Lookups(state.known)
     analysis = analyze(
-        source, state.known, state.settings, state.needs, run_ops=state.run_ops, mentions_ops=mentions_ops,
+        source, known, state.settings, _needs_of(state), run_ops=state.run_ops, mentions_ops=mentions_ops,
         compile_whole=explicit,
     )
-    analysis.run_applies = state.run_applies
+    applies = analysis.run_applies = _recorded_applies(state)
     sites = apply_sites(source.text, analysis.imports)
     if analysis.custom_ops is not None and state.run_ops is None:
         # The last round (_link_custom_ops) links the file's custom ops with those of the
         # whole run and runs the rules then: their result here would be dropped.
-        kept_by = _kept.keep(analysis, state.known)
+        kept_by = _kept.keep(analysis, state.known, known.seen())
         return FileResult(
             source.path, analysis.functions, analysis.open_refs, custom_ops=analysis.custom_ops, kept_by=kept_by,
-            base_names=_unresolved_base_names(source.text, analysis.functions), apply_sites=sites,
+            base_names=_unresolved_base_names(source.text, analysis.functions), digest=digest,
+            looked_up=known.seen(), apply_sites=sites,
         )
     with stage(source.path, "running the rules"):
         result = state.job(analysis, state.settings)
     return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops,
-                      base_names=_unresolved_base_names(source.text, analysis.functions), apply_sites=sites)
+                      base_names=_unresolved_base_names(source.text, analysis.functions), digest=digest,
+                      looked_up=known.seen(), apply_sites=sites, applies_read=_read(applies))
+
+
+def _needs_of(state: _Round[T]) -> frozenset[ModuleNeed] | Callable[[], frozenset[ModuleNeed]]:
+    """The round's needs, as :func:`analyze` takes them (a function: worked out only if asked)."""
+    if state.needs is None:
+        from autograd_lint.model.analysis import EVERY_NEED
+
+        return EVERY_NEED
+    if isinstance(state.needs, frozenset):
+        return state.needs
+    return functools.partial(state.needs, state.settings)
 
 
 class _Kept:
@@ -247,32 +323,36 @@ class _Kept:
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[FileAnalysis, Mapping[str, FunctionSpec]]] = {}
+        self._entries: dict[str, tuple[FileAnalysis, Mapping[str, FunctionSpec], frozenset[str] | None]] = {}
         self._chars = 0
 
     def __bool__(self) -> bool:
         return bool(self._entries)
 
-    def keep(self, analysis: FileAnalysis, known: Mapping[str, FunctionSpec]) -> int | None:
-        """Keep ``analysis``; this process's id, or None past :data:`_KEPT_CHARS`."""
+    def keep(
+        self, analysis: FileAnalysis, known: Mapping[str, FunctionSpec], looked_up: frozenset[str] | None
+    ) -> int | None:
+        """Keep ``analysis`` (which looked up ``looked_up`` in ``known``); this process's
+        id, or None past :data:`_KEPT_CHARS`."""
         self._drop(analysis.source.path)
         if self._chars + len(analysis.source.text) > _KEPT_CHARS:
             return None
-        self._entries[analysis.source.path] = (analysis, known)
+        self._entries[analysis.source.path] = (analysis, known, looked_up)
         self._chars += len(analysis.source.text)
         return os.getpid()
 
-    def take(self, path: str, known: Mapping[str, FunctionSpec]) -> FileAnalysis | None:
-        """The analysis kept for ``path``, if the Functions ``known`` now would not change it."""
+    def take(self, path: str, known: Mapping[str, FunctionSpec]) -> tuple[FileAnalysis, frozenset[str] | None] | None:
+        """The analysis kept for ``path`` and the names it looked up, if the Functions
+        ``known`` now would not change it."""
         entry = self._drop(path)
         if entry is None:
             return None
-        analysis, known_then = entry
+        analysis, known_then, looked_up = entry
         if _may_name(analysis, [name for name in known if name not in known_then]):
             return None
-        return analysis
+        return analysis, looked_up
 
-    def _drop(self, path: str) -> tuple[FileAnalysis, Mapping[str, FunctionSpec]] | None:
+    def _drop(self, path: str) -> tuple[FileAnalysis, Mapping[str, FunctionSpec], frozenset[str] | None] | None:
         entry = self._entries.pop(path, None)
         if entry is not None:
             self._chars -= len(entry[0].source.text)
@@ -311,24 +391,32 @@ def _may_name(analysis: FileAnalysis, names: list[str]) -> bool:
 def _finish_task(task: _Task, state: _Round[T]) -> FileResult[T]:
     """The last round for a file with custom ops: link them and run the rules on the
     analysis this process kept, or, without one, read and analyse the file again."""
-    analysis = _kept.take(task[0], state.known)
-    if analysis is None:
+    kept = _kept.take(task[0], state.known)
+    if kept is None:
         return _run_task(task, state)
+    analysis, looked_up = kept
     try:
-        return run_guarded(analysis.source.path, "running the rules", lambda: _finish(analysis, state))
+        result = run_guarded(analysis.source.path, "running the rules", lambda: _finish(analysis, state))
     except SourceError as error:
         return FileResult(analysis.source.path, error=error)
+    result.looked_up = looked_up
+    return result
 
 
 def _finish(analysis: FileAnalysis, state: _Round[T]) -> FileResult[T]:
+    from autograd_lint.model.custom_ops import link_custom_ops
+
     assert analysis.custom_ops is not None and state.run_ops is not None
     path = analysis.source.path
     with stage(path, "describing custom ops"):
         link_custom_ops(analysis.custom_ops, state.run_ops)
-    analysis.run_applies = state.run_applies
+    applies = analysis.run_applies = _recorded_applies(state)
     with stage(path, "running the rules"):
         result = state.job(analysis, state.settings)
-    return FileResult(path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
+    return FileResult(
+        path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops,
+        applies_read=_read(applies),
+    )
 
 
 def _run_tasks(tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
@@ -355,8 +443,13 @@ def _run_task(task: _Task, state: _Round[T]) -> FileResult[T]:
 
 def _read_and_analyse(task: _Task, state: _Round[T]) -> FileResult[T]:
     path, explicit, force = task
-    source = read_source(path)
+    data = read_source_bytes(path)
+    digest = _content_digest(data) if state.digests else None
+    source = SourceFile(path=path, text=decode_source(data, path), module=module_name(path))
     mentions_ops = None
+    from autograd_lint.model.analysis import mentions_function
+    from autograd_lint.model.locate import mentions_custom_op
+
     with stage(path, "deciding whether the file can hold a Function"):
         if state.mention is not None:
             wanted = force or state.mention.search(source.text) is not None
@@ -365,8 +458,15 @@ def _read_and_analyse(task: _Task, state: _Round[T]) -> FileResult[T]:
             mentions_ops = mentions_custom_op(source.text)
             wanted = force or explicit or mentions_ops or mentions_function(path, source.text, state.extra_words)
         if not wanted:
-            return FileResult(path, analysed=False, base_names=_base_names(source.text), apply_sites=_apply_sites(source))
-    return _analyse(source, explicit, state, mentions_ops)
+            return FileResult(path, analysed=False, base_names=_base_names(source.text), digest=digest,
+                              apply_sites=_apply_sites(source))
+    return _analyse(source, explicit, state, mentions_ops, digest)
+
+
+def _content_digest(data: bytes) -> bytes:
+    from autograd_lint.model.result_cache import content_digest
+
+    return content_digest(data)
 
 
 # A message to a worker: a new round's state (pickled once for all workers), tasks to run,
@@ -409,6 +509,8 @@ class _Workers:
     def __init__(self, count: int, state: _Round[T]) -> None:
         # fork shares the already-imported libcst and the first round's state with the
         # workers; elsewhere use the default.
+        import multiprocessing  # here: a run of a few files starts no worker
+
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
         self._outbox: multiprocessing.SimpleQueue[_Batch] = context.SimpleQueue()
         self._inboxes: list[multiprocessing.SimpleQueue[_Message]] = []
@@ -475,6 +577,9 @@ class _Workers:
 
     def _receive(self) -> tuple[int, list[FileResult[T]]]:
         """The next batch of results, and the index of the worker that sent it."""
+        from concurrent.futures.process import BrokenProcessPool
+        from multiprocessing.connection import wait
+
         reader = self._outbox._reader  # type: ignore[attr-defined]
         if reader not in wait([reader, *(process.sentinel for process in self._processes)]):
             raise BrokenProcessPool("a worker process ended while analysing files")
@@ -507,9 +612,15 @@ def run(
     paths: Sequence[str | os.PathLike[str]],
     settings: Settings,
     job: FileJob[T],
-    needs: frozenset[ModuleNeed] = EVERY_NEED,
+    needs: Needs = None,
+    cache: ResultCache | None = None,
 ) -> Run[T]:
-    """Analyse every file under ``paths`` and apply ``job`` to each that holds a Function."""
+    """Analyse every file under ``paths`` and apply ``job`` to each that holds a Function.
+
+    With ``cache`` (from :func:`open_cache` for the same settings, job and needs),
+    a file's result is taken from the cache when nothing it depends on changed, and
+    what is computed is stored there; the run is the same as without (see :class:`_Memo`).
+    """
     errors: list[SourceError] = []
     targets: dict[str, bool] = {}
     for target in iter_targets(paths, settings):
@@ -519,11 +630,14 @@ def run(
             targets.setdefault(target.path, target.explicit)
     extra = _words_pattern(name.rsplit(".", 1)[-1] for name in settings.extra_bases)
     roots = _import_roots(paths)
-    state: _Round[T] = _Round({}, settings, job, needs, extra_words=extra)
+    digests = cache is not None
+    state: _Round[T] = _Round({}, settings, job, needs, extra_words=extra, digests=digests)
     tasks: list[_Task] = [(path, explicit, False) for path, explicit in targets.items()]
     results: dict[str, FileResult[T]] = {}
     known: dict[str, FunctionSpec] = {}
-    rounds = _Rounds(settings.jobs or os.cpu_count() or 1)
+    rounds: _Rounds | _Memo = _Rounds(settings.jobs or os.cpu_count() or 1)
+    if cache is not None:
+        rounds = _Memo(rounds, cache)
     _kept.clear()
     thresholds = gc.get_threshold()
     # The workers forked below inherit this.
@@ -541,7 +655,7 @@ def run(
             # A file refers to a Function of another module by its top-level name.
             top_names = {f.qualname.split(".", 1)[0] for f in new.values()}
             mention = _words_pattern(top_names)
-            state = _Round(dict(known), settings, job, needs, mention=mention)
+            state = _Round(dict(known), settings, job, needs, mention=mention, digests=digests)
             tasks = [
                 (path, targets[path], result.analysed)
                 for path, result in results.items()
@@ -549,7 +663,7 @@ def run(
                 or _may_derive_from(result, top_names)
             ]
         applies = agreed_arities(((r.path, site) for r in results.values() for site in r.apply_sites), known)
-        state = _Round(state.known, settings, job, needs, run_applies=applies)
+        state = _Round(state.known, settings, job, needs, run_applies=applies, digests=digests)
         _apply_across_files(results, targets, state, rounds)
         _link_custom_ops(results, targets, state, rounds)
     finally:
@@ -635,7 +749,7 @@ class _Rounds:
 
 
 def _link_custom_ops(
-    results: dict[str, FileResult[T]], targets: Mapping[str, bool], state: _Round[T], rounds: _Rounds
+    results: dict[str, FileResult[T]], targets: Mapping[str, bool], state: _Round[T], rounds: _Rounds | _Memo
 ) -> None:
     """Finish, with every file's custom ops and registrations known, the files that have some.
 
@@ -644,12 +758,16 @@ def _link_custom_ops(
     said from the whole run.  A file's analysis is kept where it was made, for this
     round (:data:`_kept`); a file whose analysis wasn't kept is read and parsed again.
     """
-    holders = [result for result in results.values() if result.custom_ops is not None]
+    # In the order of the run's files, whichever worker finished first: the run's ops are
+    # listed in this order, and a key two files' ops share names the last one's.
+    holders = [results[path] for path in targets if path in results and results[path].custom_ops is not None]
     if not holders:
         return
     # Copies, as a worker receives them: linking a kept module adds the other files'
     # registrations to its ops, which must not show through the run's ops when this
     # process keeps some of the modules itself.
+    from autograd_lint.model.op_spec import RunCustomOps
+
     modules = pickle.loads(pickle.dumps([holder.custom_ops for holder in holders]))
     run_ops = RunCustomOps(
         ops=tuple(op for module in modules if module for op in module.ops),
@@ -661,7 +779,10 @@ def _link_custom_ops(
         ),
         has_unresolved_registration=any(module.has_unresolved_registration for module in modules if module),
     )
-    last = _Round(state.known, state.settings, state.job, state.needs, run_ops=run_ops, run_applies=state.run_applies)
+    last = _Round(
+        state.known, state.settings, state.job, state.needs, run_ops=run_ops, run_applies=state.run_applies,
+        digests=state.digests,
+    )
     for result in rounds.finish(holders, targets, last):
         results[result.path] = result
 
@@ -670,12 +791,14 @@ def _apply_sites(source: SourceFile) -> tuple[ApplySite, ...]:
     """The uses of ``apply`` on imported names in a file that is not analysed."""
     if ".apply" not in source.text:
         return ()
+    from autograd_lint.model.imports import ImportMap
+
     imports = ImportMap.from_text(source.text, source.module, source.path.endswith("__init__.py"))
     return apply_sites(source.text, imports)
 
 
 def _apply_across_files(
-    results: dict[str, FileResult[T]], targets: Mapping[str, bool], state: _Round[T], rounds: _Rounds
+    results: dict[str, FileResult[T]], targets: Mapping[str, bool], state: _Round[T], rounds: _Rounds | _Memo
 ) -> None:
     """Run the rules again, with ``state.run_applies``, on the files whose Functions other
     files apply with an agreed count, where that count could matter: a combined-style
@@ -699,6 +822,203 @@ def _has_defaulted_input(function: FunctionSpec) -> bool:
     """Whether a combined-style forward has an input with a default (``apply`` may leave it out)."""
     inputs = function.forward_inputs
     return function.is_split_style is False and inputs is not None and any(p.default is not None for p in inputs)
+
+
+class _Memo:
+    """The rounds of a run with a result cache: each file's task is looked up first, and
+    only the misses are run (by :class:`_Rounds`) and stored.
+
+    A task's result is a function of what its key names and of what its analysis looked
+    up in the facts of other files (:class:`_Lookups`): their Functions, and, in the
+    last rounds, the counts the run's ``apply`` calls agree on:
+
+    * the key: the file's path, module name (which depends on ``__init__.py`` files
+      around it), whether it was named on the command line, whether the round forces
+      its analysis, the digest of its bytes, the round's gate (the names of the
+      Functions just found, or the round that gives the rules the run's ``apply``
+      counts), and, in the last round, the part of the run's custom ops
+      and registrations that :func:`link_custom_ops` reads for this file (its own ops'
+      registrations in other files, the other files' ops it registers on, every
+      registered (kind, op), and whether some registration can't be followed);
+    * the dependencies: for each Function name looked up, a digest of the spec found
+      (or of its absence); for each Function whose run ``apply`` count the rules read,
+      a digest of that count (or of its absence).  A stored result is taken only if
+      every one is unchanged.  A result also keeps the file's ``apply`` sites, from
+      which the next run's counts are agreed.
+
+    The settings, the job, the needs and the tool's own code name the store itself
+    (:func:`open_cache`).  A result that is an error is not stored (it may come from
+    the machine: a file that can't be read, memory).  The rounds then go as without
+    a cache, so the run's output is the one a fresh run gives.
+    """
+
+    def __init__(self, rounds: _Rounds, cache: ResultCache) -> None:
+        self._rounds = rounds
+        self._cache = cache
+        self._specs: dict[int, tuple[FunctionSpec, bytes]] = {}
+
+    def run(self, tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
+        results: list[FileResult[T]] = []
+        misses: list[_Task] = []
+        from autograd_lint.model.result_cache import fingerprint
+
+        gate = fingerprint(
+            state.mention.pattern if state.mention is not None else ("extra", state.extra_words),
+            state.run_applies is not None,  # the round that gives the rules the run's apply counts
+        )
+        for task in tasks:
+            digest = self._content(task[0])
+            found = None if digest is None else self._get(self._key("round", task, digest, gate), task[0], state)
+            if found is None:
+                misses.append(task)
+            else:
+                results.append(found)
+        computed = self._rounds.run(misses, state) if misses else []
+        by_path = {task[0]: task for task in misses}
+        for result in computed:
+            if result.digest is not None:
+                self._put(self._key("round", by_path[result.path], result.digest, gate), result, state)
+        return _in_order_of(tasks, results + computed)
+
+    def finish(self, holders: list[FileResult[T]], targets: Mapping[str, bool], state: _Round[T]) -> list[FileResult[T]]:
+        from autograd_lint.model.result_cache import fingerprint
+
+        assert state.run_ops is not None
+        results: list[FileResult[T]] = []
+        misses: list[FileResult[T]] = []
+        keys: dict[str, bytes] = {}
+        for holder in holders:
+            if holder.digest is None or holder.custom_ops is None:
+                misses.append(holder)
+                continue
+            part = fingerprint(_run_ops_read(state.run_ops, holder.custom_ops, holder.path))
+            keys[holder.path] = self._key("final", (holder.path, targets[holder.path], True), holder.digest, part)
+            found = self._get(keys[holder.path], holder.path, state)
+            if found is None:
+                misses.append(holder)
+            else:
+                results.append(found)
+        computed = self._rounds.finish(misses, targets, state) if misses else []
+        digests = {holder.path: holder.digest for holder in misses}
+        for result in computed:
+            # A file read again must still be the one whose ops made the key.
+            if result.path in keys and result.digest in (None, digests[result.path]):
+                self._put(keys[result.path], result, state)
+        return _in_order_of([(h.path, True, True) for h in holders], results + computed)
+
+    def close(self) -> None:
+        self._rounds.close()
+
+    def _content(self, path: str) -> bytes | None:
+        """The digest of the file's bytes: remembered by its ``stat`` signature, else read."""
+        try:
+            taken = time.time_ns()
+            info = os.stat(path)
+            digest = self._cache.known_content(path, info)
+            if digest is None:
+                digest = _content_digest(read_source_bytes(path))
+                self._cache.hashed(path, info, digest, taken)
+            return digest
+        except (OSError, SourceError):
+            return None  # the task says what is wrong with it
+
+    def _key(self, kind: str, task: _Task, digest: bytes, part: bytes) -> bytes:
+        """The key of ``task``'s result, given its content ``digest`` and the digest of the rest (``part``)."""
+        from autograd_lint.model.result_cache import key
+
+        path, explicit, force = task
+        return key(kind, path, module_name(path) or "", "e" if explicit else "", "f" if force else "", digest, part)
+
+    def _get(self, key: bytes, path: str, state: _Round[T]) -> FileResult[T] | None:
+        entry = self._cache.get(key)
+        if entry is None:
+            return None
+        dependencies, result = entry
+        if dependencies and dependencies != self._dependencies(
+            frozenset(n for k, n, _ in dependencies if k == "f"),  # type: ignore[attr-defined]
+            frozenset(n for k, n, _ in dependencies if k == "a"),  # type: ignore[attr-defined]
+            state,
+        ):
+            return None
+        if isinstance(result, tuple):  # see _put
+            analysed, base_names, open_refs, value, sites = result
+            value = None if value is None else []  # a fresh list: the stored one is shared
+            return FileResult(
+                path, open_refs=set(open_refs), result=value, analysed=analysed, base_names=base_names,
+                apply_sites=tuple(ApplySite(*site) for site in sites),
+            )
+        return result  # type: ignore[no-any-return]
+
+    def _put(self, key: bytes, result: FileResult[T], state: _Round[T]) -> None:
+        if result.error is not None or result.looked_up is None or result.applies_read is None:
+            return
+        dependencies = self._dependencies(result.looked_up, result.applies_read, state)
+        if dependencies is None:
+            return
+        if not result.functions and result.custom_ops is None and result.result in (None, []):
+            # Most files: passed over, or analysed and found to hold nothing. Kept as plain
+            # values, which the store reads with itself (unpickling each took most of a warm run).
+            sites = tuple((site.target, site.arguments, site.line) for site in result.apply_sites)
+            plain = (result.analysed, result.base_names, frozenset(result.open_refs), result.result, sites)
+            self._cache.put(key, dependencies, plain, plain=True)
+        else:
+            self._cache.put(key, dependencies, FileResult(**{**result.__dict__, "kept_by": None}))
+
+    def _dependencies(
+        self, names: frozenset[str], applies: frozenset[str], state: _Round[T]
+    ) -> tuple[tuple[str, str, bytes | None], ...] | None:
+        """Each Function name (kind "f") with the digest of the Function it names now, and
+        each name whose run ``apply`` count was read (kind "a") with the digest of that
+        count now (None: none)."""
+        from autograd_lint.model.result_cache import fingerprint
+
+        found: list[tuple[str, str, bytes | None]] = []
+        for name in sorted(names):
+            spec = state.known.get(name)
+            if spec is None:
+                found.append(("f", name, None))
+                continue
+            memo = self._specs.get(id(spec))
+            if memo is None or memo[0] is not spec:
+                try:
+                    memo = self._specs[id(spec)] = (spec, fingerprint(spec))
+                except TypeError:
+                    return None
+            found.append(("f", name, memo[1]))
+        run = state.run_applies or {}
+        for name in sorted(applies):
+            count = run.get(name)
+            found.append(("a", name, None if count is None else fingerprint(count)))
+        return tuple(found)
+
+
+def _in_order_of(tasks: list[_Task], results: list[FileResult[T]]) -> list[FileResult[T]]:
+    by_path = {result.path: result for result in results}
+    return [by_path[task[0]] for task in tasks if task[0] in by_path]
+
+
+def _run_ops_read(run: RunCustomOps, module: CustomOpModule, path: str) -> object:
+    """What :func:`link_custom_ops` reads of ``run`` for ``module`` (the file ``path``'s ops)."""
+    own = {key for op in module.ops for key in op.keys}
+    elsewhere = {key: op for op in run.ops if op.path != path for key in op.keys}
+    return (
+        run.has_unresolved_registration,
+        frozenset((r.kind, r.target) for r in run.registrations),
+        tuple(r for r in run.registrations if r.target in own and r.path != path),
+        tuple(elsewhere.get(r.target) for r in module.foreign),
+    )
+
+
+def open_cache(directory: str, settings: Settings, job: FileJob[Any], needs: Needs) -> ResultCache:
+    """The result cache under ``directory`` for runs of ``job`` with these settings and needs."""
+    from dataclasses import replace
+
+    from autograd_lint.model.result_cache import ResultCache, context_digest
+
+    # The number of workers does not change a result; where the cache lives does not either.
+    named = needs if needs is None or isinstance(needs, frozenset) else f"{needs.__module__}.{needs.__qualname__}"
+    context = context_digest(replace(settings, jobs=None, cache_dir=None), f"{job.__module__}.{job.__qualname__}", named)
+    return ResultCache(directory, context)
 
 
 def _may_derive_from(result: FileResult[T], top_names: set[str]) -> bool:

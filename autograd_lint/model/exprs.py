@@ -17,6 +17,14 @@ import libcst as cst
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.spec import Kind
 
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def node_code(node: cst.CSTNode) -> str:
+    """The source text of ``node`` as written (libcst renders it within an empty module)."""
+    return _EMPTY_MODULE.code_for_node(node)
+
+
 # Methods that only tensors have, or that only return tensors from a tensor.
 TENSOR_METHODS = frozenset(
     """

@@ -24,6 +24,7 @@ from autograd_lint.model.locate import scope_prefix
 from autograd_lint.model.positions import positions
 from autograd_lint.model.source import split_lines
 from autograd_lint.model.spec import (
+    FUNCTION_BASES,
     FUNCTION_METHODS,
     CtxCall,
     CtxRead,
@@ -39,17 +40,6 @@ from autograd_lint.model.spec import (
     Return,
 )
 
-# The torch classes a Function derives from.  NestedIOFunction is left out on
-# purpose: its legacy instance-method API is legitimate.
-FUNCTION_BASES = frozenset(
-    {
-        "torch.autograd.Function",
-        "torch.autograd.function.Function",
-        "torch.autograd.InplaceFunction",
-        "torch.autograd.function.InplaceFunction",
-        "torch.autograd.function._SingleLevelFunction",
-    }
-)
 # Bases that add no methods a rule could miss.
 NEUTRAL_BASES = frozenset({"builtins.object", "typing.Generic", "abc.ABC"})
 CTX_ATTRIBUTES_READ = frozenset({"saved_tensors", "saved_variables", "needs_input_grad", "to_save"})

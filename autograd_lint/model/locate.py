@@ -432,3 +432,32 @@ def _bracket_balance(text: str, start: int, end: int) -> int:
         - text.count("]", start, end)
         - text.count("}", start, end)
     )
+
+
+# Words a file must spell (beside ``torch``) to define or register a custom op.
+_GATE_WORDS = ("custom_op", "triton_op", "register_fake", "register_autograd", "register_kernel", "impl_abstract")
+
+
+def mentions_custom_op(text: str) -> bool:
+    """The cheap gate: can this file define or register a custom op?
+
+    Whether ``text`` spells ``torch`` and a gate word as a whole word (``\\bword\\b``),
+    found with substring searches (a fast scan each) and a look at the characters
+    around each occurrence: a regular expression tries every position of the text,
+    which cost 0.15 s over the torch tree on the 121 files that spell a word at all.
+    """
+    if "torch" not in text:
+        return False
+    for word in _GATE_WORDS:
+        start = text.find(word)
+        while start != -1:
+            end = start + len(word)
+            if not (start and _word_character(text[start - 1])) and not (end < len(text) and _word_character(text[end])):
+                return True
+            start = text.find(word, start + 1)
+    return False
+
+
+def _word_character(character: str) -> bool:
+    # What ``\w`` matches in a str pattern.
+    return character.isalnum() or character == "_"

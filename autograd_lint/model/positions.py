@@ -75,6 +75,9 @@ class _TokenIndexState(CodegenState):
             end = self.spans[end_node][1]
         self.spans[node] = (start, end)
 
+    def drop_syntactic(self) -> None:
+        self._syntactic.pop()
+
     def pop_trailing_newline(self) -> None:
         # The module drops its last newline after its statements have been placed;
         # PositionProvider keeps the line and column that counted it, and so does this
@@ -97,8 +100,14 @@ class _SyntacticScope:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc_info: object) -> None:
-        self._state.close_syntactic()
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        if exc_type is None:
+            self._state.close_syntactic()
+        else:
+            # The code generation failed inside this node (a RecursionError on deep
+            # code): its children's spans may be missing, and a KeyError raised here
+            # would hide the error that says what happened.
+            self._state.drop_syntactic()
 
 
 class Positions(Mapping[cst.CSTNode, CodeRange]):

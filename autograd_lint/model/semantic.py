@@ -37,6 +37,7 @@ from autograd_lint.model.exprs import (
     is_literal,
     is_none,
     join,
+    node_code,
     without_none,
 )
 from autograd_lint.model.imports import ImportMap
@@ -1445,7 +1446,7 @@ class _Walker:
             if arg.keyword is not None and arg.keyword.value == "inplace" and positional and not _is_falsy(arg.value):
                 # `f(x, ..., inplace=flag)` writes its first argument when the flag holds, as
                 # `F.relu(x, inplace=True)`, `F.dropout(...)` and rotary kernels do.
-                flag = _EMPTY_MODULE.code_for_node(arg.value)
+                flag = node_code(arg.value)
                 self._inplace(positional[0].value, node, f"{name or 'a call'}(..., inplace={flag})", env)
             if arg.keyword is None and not arg.star:
                 self._flow(Sink.ARGUMENT, node, arg.value, name, position)
@@ -1468,7 +1469,6 @@ class _Walker:
         self.model.inplace_writes.append(InplaceWrite(node, how, target, origins, self_copy, through))
 
 
-_EMPTY_MODULE = cst.Module(body=[])
 
 
 def _is_falsy(value: cst.BaseExpression) -> bool:

@@ -196,15 +196,22 @@ def module_name(path: str | os.PathLike[str]) -> str | None:
     ``pkg/sub/mod.py`` gives ``pkg.sub.mod`` when ``pkg`` and ``sub`` hold an
     ``__init__.py``; a file outside any package gives its bare stem.
     """
-    directory, name = os.path.split(os.path.abspath(path))
+    given, name = os.path.split(os.fspath(path))
     stem, suffix = os.path.splitext(name)
     if suffix not in (".py", ".pyi"):
         return None
-    prefix = _package_parts(directory)
+    prefix = _package_parts(_absolute(os.getcwd(), given))
     parts = [*prefix] if stem == "__init__" else [*prefix, stem]
     if not parts or not all(p.isidentifier() for p in parts):
         return None
     return ".".join(parts)
+
+
+@functools.lru_cache(maxsize=4096)
+def _absolute(cwd: str, directory: str) -> str:
+    # os.path.abspath of a file's directory, once per directory: normalising every file's
+    # path was most of the cost of a run whose results come from the cache.
+    return os.path.normpath(os.path.join(cwd, directory))
 
 
 @functools.lru_cache(maxsize=4096)

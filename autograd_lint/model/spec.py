@@ -28,6 +28,17 @@ if TYPE_CHECKING:
 FUNCTION_METHODS = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap")
 # Methods that receive ctx as their first positional parameter.
 CTX_METHODS = frozenset({"setup_context", "backward", "vjp", "jvp"})
+# The torch classes a Function derives from.  NestedIOFunction is left out on
+# purpose: its legacy instance-method API is legitimate.
+FUNCTION_BASES = frozenset(
+    {
+        "torch.autograd.Function",
+        "torch.autograd.function.Function",
+        "torch.autograd.InplaceFunction",
+        "torch.autograd.function.InplaceFunction",
+        "torch.autograd.function._SingleLevelFunction",
+    }
+)
 
 
 class ParamKind(enum.Enum):

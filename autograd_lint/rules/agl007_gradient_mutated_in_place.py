@@ -7,6 +7,7 @@ from typing import Callable, Iterator
 
 import libcst as cst
 
+from autograd_lint.model.exprs import node_code
 from autograd_lint.model.semantic import Binding, How, InplaceWrite, MethodModel
 from autograd_lint.model.spec import ParamKind, Position
 from autograd_lint.rules.base import (
@@ -68,7 +69,7 @@ def _how(write: InplaceWrite) -> str:
 
 
 def _operator(node: cst.AugAssign) -> str:
-    return cst.Module([]).code_for_node(node.operator).strip()
+    return node_code(node.operator).strip()
 
 
 class _Gradients:

@@ -7,7 +7,7 @@ from typing import Callable, Iterator, Sequence
 import libcst as cst
 
 from autograd_lint.model import flow, traverse
-from autograd_lint.model.exprs import dotted_name
+from autograd_lint.model.exprs import dotted_name, node_code
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 
@@ -61,9 +61,6 @@ def _chain(statement: cst.BaseStatement) -> list[tuple[cst.BaseExpression, Seque
     return pairs if pairs and node is None else None
 
 
-_EMPTY = cst.Module(body=[])
-
-
 def _falls_through_only_where_forward_does(
     backward: Sequence[cst.BaseStatement], forward: cst.FunctionDef | None, names_bound: Callable[[str], bool]
 ) -> bool:
@@ -79,7 +76,7 @@ def _falls_through_only_where_forward_does(
     if back_chain is None or fore_chain is None or len(back_chain) != len(fore_chain):
         return False
     for (back_test, back_body), (fore_test, fore_body) in zip(back_chain, fore_chain):
-        if _EMPTY.code_for_node(back_test) != _EMPTY.code_for_node(fore_test):
+        if node_code(back_test) != node_code(fore_test):
             return False
         if flow.can_fall_through(back_body) or flow.can_fall_through(fore_body):
             return False

@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.model import traverse
-from autograd_lint.model.exprs import dotted_name
+from autograd_lint.model.exprs import dotted_name, node_code
 from autograd_lint.model.semantic import Binding, How, MethodModel, Sink
 from autograd_lint.model.spec import Kind
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
@@ -206,16 +206,13 @@ def _contributing(model: MethodModel) -> list[cst.BaseExpression]:
     return exprs
 
 
-_EMPTY = cst.Module(body=[])
-
-
 def _differentiable_use(model: MethodModel, param: Binding) -> str | None:
     """The expression (as written) through which forward's output is computed from ``param``."""
     for expr in _contributing(model):
         for node in _walk(expr):
             if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
                 if any(_is_param(model, side, param) for side in (node.left, node.right)):
-                    return f"`{_EMPTY.code_for_node(node)}`"
+                    return f"`{node_code(node)}`"
             if isinstance(node, cst.Call):
                 qualified = model.imports.resolve(dotted_name(node.func) or "")
                 if qualified in _DIFFERENTIABLE and any(

@@ -12,7 +12,6 @@ a rule that looks at code outside the Function classes declares it in ``needs``.
 
 from __future__ import annotations
 
-import enum
 import inspect
 import sys
 import textwrap
@@ -22,26 +21,13 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Sequence
 import libcst as cst
 from libcst.metadata import PositionProvider
 
+from autograd_lint.model.diagnostic import Diagnostic, FixSafety, Severity
 from autograd_lint.model.spec import FunctionSpec, MethodSpec, Position
 
 if TYPE_CHECKING:
     from autograd_lint.model.analysis import FileAnalysis, ModuleNeed
     from autograd_lint.model.extract import ParsedUnit
     from autograd_lint.settings import Settings
-
-
-class Severity(enum.Enum):
-    """How bad a finding is, by what follows at runtime (policy: docs/rules/README.md)."""
-
-    ERROR = "error"  # raises on a reachable path
-    WARNING = "warning"  # a silently wrong or missing result, a leak, or a hazard that depends on later use
-    INFO = "info"  # style, deprecation, compatibility, performance
-
-
-class FixSafety(enum.Enum):
-    NONE = "none"
-    SAFE = "safe"  # applied by --fix
-    UNSAFE = "unsafe"  # changes behaviour: applied only with --unsafe-fixes
 
 
 @dataclass(frozen=True)
@@ -53,21 +39,6 @@ class Report:
     # For a rule whose parts differ in severity (the catalogue's "error (a-c);
     # warning (d)"); None means the rule's own severity.
     severity: Severity | None = None
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """A finding as the front ends show it."""
-
-    path: str
-    line: int
-    column: int  # 0-based, as ast and flake8 count
-    code: str
-    message: str
-    severity: Severity
-
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.column, self.code)
 
 
 @dataclass(frozen=True)

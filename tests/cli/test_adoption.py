@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -126,6 +127,12 @@ def test_nothing_is_written_unless_asked(project: Path) -> None:
     for args in ([], ["--statistics"], ["--diff"], ["--show-settings"], ["--output-format", "json"]):
         check(*args, "ops.py", cwd=project)
         assert (project / "ops.py").read_text() == SOURCE, args
+    # Only the result cache, which git ignores (a .gitignore inside it) and --no-cache leaves out.
+    assert sorted(p.name for p in project.iterdir()) == [".autograd_lint_cache", "ops.py"]
+    assert (project / ".autograd_lint_cache" / ".gitignore").read_text().endswith("*\n")
+    shutil.rmtree(project / ".autograd_lint_cache")
+    for args in ([], ["--statistics"], ["--diff"]):
+        check("--no-cache", *args, "ops.py", cwd=project)
     assert sorted(p.name for p in project.iterdir()) == ["ops.py"]
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from autograd_lint.model.custom_ops import _GATE_WORDS, mentions_custom_op
+from autograd_lint.model.locate import _GATE_WORDS, mentions_custom_op
 
 WHOLE_WORD = re.compile(r"\b(?:" + "|".join(_GATE_WORDS) + r")\b")
 

@@ -6,7 +6,7 @@ import textwrap
 
 from autograd_lint.gentests.inputs import InputCase, ScalarInput, TensorInput, choose_inputs
 from autograd_lint.gentests.literals import default_sources
-from autograd_lint.gentests.param_uses import parameter_uses
+from autograd_lint.gentests.param_uses import parameter_ranks, parameter_uses
 from autograd_lint.model.analysis import analyze
 from autograd_lint.model.source import SourceFile
 from autograd_lint.settings import Settings
@@ -82,3 +82,66 @@ def test_a_dimension_saved_for_backward_and_read_there_with_item_is_a_0d_integer
     assert uses["dim"] == "integer"
     (case,) = choose_inputs(spec, [], [], default_sources(spec), uses).cases
     assert case.args[1] == TensorInput((), "int64", requires_grad=False, values=(1,))
+
+
+FILTER_BANK = '''
+import torch
+
+
+def helper(x, h, dim):
+    return x
+
+
+class Analysis(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, h0, h1, mode):
+        batch, channels, rows, columns = x.shape
+        h0 = h0[:, :, None, :]
+        ctx.save_for_backward(h0, h1)
+        low = helper(x, h0, dim=3)
+        return low * h1.shape[-2:][0]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (grad,) + (None,) * 3
+
+
+class Bands(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, low, highs):
+        lh, hl, hh = torch.unbind(highs, dim=2)
+        return low + lh + hl + hh + low.size(1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+'''
+
+
+def _specs(source: str):
+    text = textwrap.dedent(source)
+    return analyze(SourceFile("m.py", text, "m"), {}, Settings()).functions, text.splitlines()
+
+
+def test_forward_s_indexing_unpacking_and_dimensions_give_a_searched_tensor_its_least_rank() -> None:
+    # pytorch-wavelets: `batch, ch, r, c = x.shape`, `h0[:, :, None, :]`, `torch.unbind(highs, dim=2)`.
+    (analysis, bands), lines = _specs(FILTER_BANK)
+    ranks = parameter_ranks(analysis, lines)
+    # h0's evidence is the index before `h0` is assigned again (3 elements besides None), not the new h0.
+    assert ranks == {"x": 4, "h0": 3, "h1": 2}
+    assert parameter_ranks(bands, lines) == {"low": 2, "highs": 3}
+    (case,) = choose_inputs(analysis, [], [], default_sources(analysis), parameter_uses(analysis, lines),
+                            ranks).cases
+    x, h0, h1, mode = case.args
+    assert x == TensorInput(None, rank=4)
+    # Indexed with a slice and None: a tensor, though backward never differentiates it ((grad,) + (None,) * 3).
+    assert h0 == TensorInput(None, requires_grad=False, rank=3)
+    assert h1 == TensorInput(None, requires_grad=False, rank=2)
+    assert isinstance(mode, ScalarInput)
+
+
+def test_a_gradient_tuple_built_from_a_repeated_none_tuple_marks_those_inputs_never_differentiated() -> None:
+    from autograd_lint.gentests.inputs import never_differentiated
+
+    (analysis, _), _ = _specs(FILTER_BANK)
+    assert never_differentiated(analysis) == frozenset({1, 2, 3})

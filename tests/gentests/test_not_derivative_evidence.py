@@ -242,3 +242,81 @@ class Masked(torch.autograd.Function):
     def backward(ctx, grad):
         (mask,) = ctx.saved_tensors
         return grad * mask, None, None
+
+
+class TangentExp(torch.autograd.Function):
+    """Saves its output and returns twice the derivative (a gradient by another convention, as pypose's)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return 2 * grad * y
+
+
+class LooseDouble(torch.autograd.Function):
+    """A right first derivative from a value forward computed without history: a wrong double backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(2 * x.detach())
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (twice,) = ctx.saved_tensors
+        return grad * twice
+
+
+def test_a_double_backward_failure_that_follows_from_the_first_derivative_names_the_declaration() -> None:
+    with pytest.raises(pytest.fail.Exception) as failure:
+        harness.check_gradgradcheck(TangentExp, Case((tensor((3,)),)))
+    assert "first-order: backward differs" in str(failure.value)
+    assert "# autograd-lint: surrogate-gradient" in str(failure.value)
+    # A first derivative that is right: the double backward is wrong on its own, and said so alone.
+    with pytest.raises(pytest.fail.Exception) as failure:
+        harness.check_gradgradcheck(LooseDouble, Case((tensor((3,)),)))
+    assert "first-order" not in str(failure.value) and "@once_differentiable" in str(failure.value)
+
+
+class Tolerance(torch.autograd.Function):
+    """snntorch's SpikeTime.Tolerance: elements within 0.5 of the target become the target; every gradient passes."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.where((x - 1.0).abs() < 0.5, torch.ones_like(x), x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.clone()
+
+
+class LeakyWrong(torch.autograd.Function):
+    """The same overwrite, and a backward wrong where forward moves too: no evidence excuses it."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.where((x - 1.0).abs() < 0.5, torch.ones_like(x), 3 * x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.clone()
+
+
+def test_elements_where_forward_is_locally_constant_are_named_in_the_failure_never_excused() -> None:
+    # A straight-through estimator by design and a clamp whose backward forgets its mask look the same
+    # at run time: the failure stands, says where backward is wrong, and names the declaration.
+    case = Case((tensor((4,), values=(0.9, 1.2, -1.0, 2.0)),))
+    with pytest.raises(pytest.fail.Exception) as failure:
+        harness.check_gradcheck(Tolerance, case)
+    message = str(failure.value)
+    assert "locally constant at 2 of 4 output elements" in message
+    assert "every other element agrees with finite differences" in message
+    assert "# autograd-lint: surrogate-gradient" in message
+    with pytest.raises(pytest.fail.Exception, match="the other elements disagree with finite differences too"):
+        harness.check_gradcheck(LeakyWrong, case)

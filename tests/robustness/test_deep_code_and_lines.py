@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fuzz_support import FUNCTION, SENTINEL_FINDING
+from fuzz_support import ANALYSED_DEPTH, FUNCTION, SENTINEL_FINDING
 
 from autograd_lint.lint.fix import fix_file
 from autograd_lint.model.source import split_lines
@@ -22,11 +22,12 @@ def _with_return(expression: str) -> str:
     return FUNCTION.replace("return a * b\n", f"return {expression}\n")
 
 
+ATTRIBUTES = 2_000
 CASES = {
     # name: (text, line of the AGL001 finding)
     "deep_sum.py": (_with_return(" + ".join(["a * b"] * 600)), 13),
     "deep_calls.py": (_with_return("f(" * 199 + "a" + ")" * 199), 13),
-    "deep_attributes.py": (_with_return("a" + ".t" * 2_000), 13),
+    "deep_attributes.py": (_with_return("a" + ".t" * ATTRIBUTES), 13),
     "u2028_above.py": (FUNCTION.replace("import torch\n", "import torch\n# see\u2028below\n"), 14),
     "form_feed_above.py": (FUNCTION.replace("import torch\n", "import torch\n\x0c\n# page two\n"), 15),
     "form_feed_before_class.py": (FUNCTION.replace("\nclass Mul", "\n\x0cclass Mul"), 13),
@@ -62,12 +63,20 @@ def test_deep_code_and_line_boundaries_are_analysed_in_a_run_that_goes_on(tmp_pa
     (tmp_path / "calls_1000.py").write_text(_with_return("f(" * 1000 + "a" + ")" * 1000))
     result = check("--select", "ALL", "--jobs", "2", ".", cwd=tmp_path)
     assert "Traceback" not in result.stderr
-    assert result.stderr.startswith("error: ./calls_1000.py:8: syntax error: too many nested parentheses")
-    assert len(result.stderr.splitlines()) == 1
+    errors = result.stderr.splitlines()
+    assert errors[0].startswith("error: ./calls_1000.py:8: syntax error: too many nested parentheses")
+    too_deep = ANALYSED_DEPTH is not None and ATTRIBUTES > ANALYSED_DEPTH
+    if too_deep:  # Python 3.12: see fuzz_support.ANALYSED_DEPTH
+        assert errors[1:] == [
+            "error: ./deep_attributes.py: too deeply nested to analyse (recursion limit reached while building the model)"
+        ]
+    else:
+        assert len(errors) == 1
     assert result.returncode == 2
     findings = {line.split(":")[0]: line for line in result.stdout.splitlines() if ": AGL" in line}
     for name, (_, line) in CASES.items():
-        assert f"./{name}:{line}:9: AGL001 " in result.stdout, name
+        if not (too_deep and name == "deep_attributes.py"):
+            assert f"./{name}:{line}:9: AGL001 " in result.stdout, name
     assert "./cr_only.py" + SENTINEL_FINDING in result.stdout
     assert "./crlf.py" + SENTINEL_FINDING in result.stdout
     assert "./dirty.py" not in findings
@@ -145,20 +154,26 @@ def test_a_coding_comment_below_the_first_two_lines_of_a_cr_only_file_is_no_cook
 
 def test_backslash_lines_libcst_rejects_are_analysed_at_their_own_positions(tmp_path: Path) -> None:
     # Found by the long fuzz run: libcst's parser rejects a line holding only a
-    # backslash continuation at the start of a block, and a final backslash before
-    # the file's closing \r\n; CPython compiles both. They are read as spaces for
-    # analysis (Python's tree, positions included, is the same), never for a fix.
+    # backslash continuation at the start of a block; CPython compiles it.  It is read
+    # as spaces for analysis (Python's tree, positions included, is the same), never for a fix.
     block_start = FUNCTION.replace("(ctx, a, b):\n", "(ctx, a, b):\n        \\\n")
     final = FUNCTION.replace("\n", "\r\n") + "x = 1 \\\r\n"
     in_string = block_start.replace("import torch\n", 'import torch\nDOC = """\n\\\n"""\n')
     files = {"block_start.py": block_start, "final.py": final, "in_string.py": in_string}
+    # ``python final.py`` and ``import final`` refuse a backslash continuing the last line
+    # into the end of the file: they read the file with universal newlines.  ``compile()``
+    # of the text as it is accepted it up to 3.11, and the file was analysed.
     for name, text in files.items():
-        compile(text, name, "exec")
+        if name != "final.py":
+            compile(text, name, "exec")
         (tmp_path / name).write_bytes(text.encode())
+    run = subprocess.run([sys.executable, "final.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "SyntaxError" in run.stderr
     result = check(*files, cwd=tmp_path)
-    assert (result.returncode, result.stderr) == (1, "")
-    printed = [line.split(" AGL001 ")[0] + " AGL001 " for line in result.stdout.splitlines()[:3]]
-    assert printed == ["block_start.py:14:9: AGL001 ", "final.py:13:9: AGL001 ", "in_string.py:17:9: AGL001 "]
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: final.py:14: syntax error: ")
+    printed = [line.split(" AGL001 ")[0] + " AGL001 " for line in result.stdout.splitlines()[:2]]
+    assert printed == ["block_start.py:14:9: AGL001 ", "in_string.py:17:9: AGL001 "]
     # --fix can't write from a rewritten text: one line, and the file is left as it was.
     fixable = block_start.replace("ctx.saved_tensors", "ctx.saved_variables")  # AGL027 has a safe fix
     (tmp_path / "fixable.py").write_bytes(fixable.encode())

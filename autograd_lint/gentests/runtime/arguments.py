@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Iterable, Iterator, Sequence
 
 import torch
@@ -166,8 +167,24 @@ def build_args(case_args: tuple[Any, ...], shapes: Iterator[tuple[int, ...]], sc
     return tuple(built)
 
 
-def search_shape_plans(count: int) -> list[tuple[tuple[int, ...], ...]]:
-    """Candidate shapes for ``count`` searched tensors, most common layouts first."""
+# A tensor of a known least rank (:attr:`TensorInput.rank`): a batch of vectors, of
+# (even-sized) images, of images with a third axis of 3 (bands, colours).
+_RANKED_SHAPES = {2: (3, 4), 3: (2, 3, 4), 4: (2, 3, 4, 4), 5: (2, 3, 3, 4, 4)}
+
+
+def ranked_shape(rank: int) -> tuple[int, ...]:
+    """The candidate shape of a tensor with ``rank`` dimensions."""
+    return _RANKED_SHAPES.get(rank) or (2, 3) + (2,) * (rank - 4) + (4, 4)
+
+
+def search_shape_plans(count: int, ranks: Sequence[int | None] = ()) -> list[tuple[tuple[int, ...], ...]]:
+    """Candidate shapes for ``count`` searched tensors, most common layouts first.
+
+    ``ranks`` (one per tensor, None where unknown) put first the plans that give
+    each such tensor that many dimensions, then one more (``x[:, :, None]`` read
+    from a 3-d input may be meant for a 4-d one); the usual plans follow, as the
+    evidence is a guess.
+    """
     same = [(3, 4), (2, 3, 4), (3, 3), (4,), ()]
     dims = [3 + i for i in range(count + 1)]  # one more than the tensors: any number of them
     plans: list[tuple[tuple[int, ...], ...]] = [tuple([same[0]] * count)]
@@ -181,11 +198,49 @@ def search_shape_plans(count: int) -> list[tuple[tuple[int, ...], ...]]:
     # Last resorts for a backward written for one size (a forward that accepts any): other last dimensions.
     plans.extend(tuple([(3, last)] * count) for last in (2, 5, 6, 7, 8))
     plans.extend(tuple([(last,)] * count) for last in (2, 3, 5, 6, 7, 8))
+    if count in (2, 3):
+        # An element of a group with points or tangent vectors of another size (a quaternion and a
+        # 3-d point, a 7-d pose and a 6-d twist): the first tensor's last dimension differs.
+        plans.extend(((3, first),) + ((3, other),) * (count - 1)
+                     for first in (4, 5, 6, 7, 8) for other in (3, 4, 6, 7) if first != other)
+    if any(ranks):
+        plans = [tuple(ranked_shape(rank + extra) if rank and len(shape) < rank + extra else shape
+                       for shape, rank in zip(plan, ranks)) for extra in (0, 1) for plan in plans] + plans
     unique: list[tuple[tuple[int, ...], ...]] = []
     for plan in plans:
         if plan not in unique:
             unique.append(plan)
     return unique
+
+
+# torch's and Python's words for "this needs more dimensions", and the least rank each implies.
+_RANK_ERRORS = (
+    (re.compile(r"not enough values to unpack \(expected (\d+), got \d+\)"), lambda m: int(m[1])),
+    (re.compile(r"too many indices for tensor of dimension (\d+)"), lambda m: int(m[1]) + 1),
+    (re.compile(r"Dimension out of range \(expected to be in range of \[-\d+, -?\d+\], but got (-?\d+)\)"),
+     lambda m: int(m[1]) + 1 if int(m[1]) >= 0 else -int(m[1])),
+    (re.compile(r"Expected (?:\d+D \(unbatched\) or )?(\d+)D"), lambda m: int(m[1])),
+)
+MAX_RANK = 6
+
+
+def lifted_plans(plan: tuple[tuple[int, ...], ...], error: str) -> list[tuple[tuple[int, ...], ...]]:
+    """``plan`` with more dimensions where forward's ``error`` says it needs them, else [].
+
+    The error does not say which tensor: first the first tensor alone (the data,
+    beside filters or parameters), then every tensor with fewer dimensions.
+    """
+    for pattern, needed in _RANK_ERRORS:
+        match = pattern.search(error)
+        if match is None:
+            continue
+        rank = needed(match)
+        if not 1 < rank <= MAX_RANK or not any(len(shape) < rank for shape in plan):
+            return []
+        first = (ranked_shape(rank) if len(plan[0]) < rank else plan[0],) + plan[1:]
+        every = tuple(ranked_shape(rank) if len(shape) < rank else shape for shape in plan)
+        return [first] if first == every else [first, every]
+    return []
 
 
 def search_candidates(

@@ -114,6 +114,6 @@ def any_scalar() -> ScalarInput:
     return ScalarInput()
 
 
-def any_tensor(dtype: str = "float64", requires_grad: bool = True) -> TensorInput:
-    """A tensor argument whose shape is searched for at run time."""
-    return TensorInput(None, dtype, "cpu", requires_grad)
+def any_tensor(dtype: str = "float64", requires_grad: bool = True, rank: int | None = None) -> TensorInput:
+    """A tensor argument whose shape is searched for at run time (with at least ``rank`` dimensions first)."""
+    return TensorInput(None, dtype, "cpu", requires_grad, rank=rank)

@@ -15,6 +15,7 @@ from autograd_lint.gentests.runtime.cases import Case
 from autograd_lint.gentests.runtime.report import describe_inputs, raised_at, reported, where_to_reproduce
 from autograd_lint.gentests.runtime.search import make_args
 from autograd_lint.gentests.runtime.tensors import (
+    all_finite,
     differentiable_outputs,
     gradient_like,
     is_differentiable_dtype,
@@ -105,9 +106,9 @@ def check_subclass_gradients(function: Any, case: Case) -> None:
         raise pytest.fail.Exception(
             f"{function.__qualname__}: backward on the recorded tensor-subclass arguments raised "
             f"{type(error).__name__}: {error}{raised_at(error)}\n{where}", pytrace=False) from error
-    finite_outputs = all(bool(torch.isfinite(part).all()) for out in outputs for part in plain_parts(out))
+    finite_outputs = all(all_finite(part) for out in outputs for part in plain_parts(out))
     for position, grad in zip(positions, grads):
-        if finite_outputs and grad is not None and not all(bool(torch.isfinite(p).all()) for p in plain_parts(grad)):
+        if finite_outputs and grad is not None and not all(all_finite(p) for p in plain_parts(grad)):
             pytest.fail(f"{function.__qualname__}: backward returned a non-finite gradient for input #{position} "
                         f"though forward's outputs are finite\n{where}", pytrace=False)
 
@@ -172,11 +173,11 @@ def gradient_contract(function: Any, case: Case, sampled: bool = False, seed: in
         if grad.device != arg.device:
             pytest.fail(f"{name}: backward returned a gradient on {grad.device} for input #{position} on "
                         f"{arg.device}\n{where}", pytrace=False)
-    finite = all(bool(torch.isfinite(part).all()) for out in outputs if is_differentiable_dtype(out.dtype)
+    finite = all(all_finite(part) for out in outputs if is_differentiable_dtype(out.dtype)
                  for part in plain_parts(out))
     for position, grad in enumerate(grads[:len(args)]):
         if finite and isinstance(grad, torch.Tensor) and is_differentiable_dtype(grad.dtype) and not all(
-                bool(torch.isfinite(part).all()) for part in plain_parts(grad)):
+                all_finite(part) for part in plain_parts(grad)):
             pytest.fail(f"{name}: backward returned a non-finite gradient for input #{position} though forward's "
                         f"outputs are finite\n{where}", pytrace=False)
     generator = torch.Generator().manual_seed(SEED)

@@ -7,7 +7,10 @@ the Function at the inputs, not a guess:
 * **forward locally constant**: an output does not change at all when every
   input element moves by gradcheck's step (the numerical Jacobian is identically
   zero), while backward returns a non-zero gradient for it: a step function
-  (a spike ``(v > threshold).float()``) with a surrogate gradient;
+  (a spike ``(v > threshold).float()``) with a surrogate gradient.  Where only
+  some elements of an output do not move (:func:`constant_elements`), the failure
+  says so but stands: a straight-through estimator and a clamp whose backward
+  forgets its mask look the same;
 * **random backward**: two backward passes on the same inputs and output
   gradients differ by more than rounding: the gradient is a sample.
 """
@@ -31,11 +34,17 @@ _RANDOM_RELATIVE = 1e-6
 
 
 def constant_outputs(call: DifferentiableCall, inputs: Sequence[torch.Tensor]) -> list[int]:
-    """The outputs that do not move when the inputs move by gradcheck's step (a zero numerical Jacobian).
+    """The outputs that do not move when the inputs move by gradcheck's step (a zero numerical Jacobian)."""
+    return [index for index, still in enumerate(constant_elements(call, inputs)) if bool(still.all())]
+
+
+def constant_elements(call: DifferentiableCall, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Per output, a mask of the elements that do not move when the inputs move by gradcheck's step.
 
     Strided inputs are moved in place, as gradcheck moves them: an argument that
     holds the same tensor (a module passed beside its own parameters, as an adjoint
-    method's ``func, y0, *params``) must see the step too.
+    method's ``func, y0, *params``) must see the step too.  An empty output, or one
+    whose shape changes under the step, counts as moving everywhere.
     """
     generator = torch.Generator().manual_seed(SEED)
     originals = [x.detach().clone() for x in inputs]
@@ -52,18 +61,30 @@ def constant_outputs(call: DifferentiableCall, inputs: Sequence[torch.Tensor]) -
 
     with torch.no_grad():
         base = call(*inputs)
-        still = [out.numel() > 0 for out in base]
+        still = [torch.full(out.shape, out.numel() > 0, dtype=torch.bool, device=out.device) for out in base]
         try:
             for _ in range(_DIRECTIONS):
                 signs = [torch.randint(0, 2, x.shape, generator=generator).to(x) * 2 - 1 for x in inputs]
                 plus, minus = moved(signs, _STEP), moved(signs, -_STEP)
                 for index, (a, b) in enumerate(zip(plus, minus)):
-                    still[index] = still[index] and a.shape == b.shape and bool(torch.equal(a, b))
+                    if a.shape != b.shape or a.shape != still[index].shape or a.layout != torch.strided:
+                        still[index] = torch.zeros_like(still[index])
+                    else:
+                        still[index] = still[index] & (a == b)
         finally:
             for x, original in zip(inputs, originals):
                 if x.layout == torch.strided:
                     x.copy_(original)
-    return [index for index, constant in enumerate(still) if constant]
+    return still
+
+
+def backward_moves_at(call: DifferentiableCall, inputs: Sequence[torch.Tensor], masks: Sequence[torch.Tensor]) -> bool:
+    """Whether backward returns a non-zero gradient for output gradients that are one on ``masks`` only."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        outputs = call(*inputs)
+        weights = [mask.to(out.dtype) if bool(mask.any()) else None for out, mask in zip(outputs, masks)]
+        return any(bool((g != 0).any()) for g in _gradients(call, inputs, weights))
 
 
 def _gradients(call: DifferentiableCall, inputs: Sequence[torch.Tensor],

@@ -25,6 +25,8 @@ from autograd_lint.gentests.runtime.cases import Case
 from autograd_lint.gentests.runtime.contract import gradient_contract
 from autograd_lint.gentests.runtime.evidence import (
     backward_moves,
+    backward_moves_at,
+    constant_elements,
     constant_outputs,
     random_backward,
     zero_on_both_sides,
@@ -170,6 +172,8 @@ def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callab
             f"{where}{note}", pytrace=False) from raised
     if not double_backward and not transposed and options.get("check_backward_ad", True):
         where += _not_the_derivative(function, case, call, inputs, seeded_run, atol, rtol, seed)
+    if double_backward and not transposed:
+        where += _first_order_differs(call, inputs, atol, rtol, options)
     jump = _jump_within_step(call, inputs)
     if jump is not None:
         pytest.skip(f"{function.__qualname__}: {check} can't judge backward on this case: {jump}")
@@ -187,6 +191,29 @@ def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callab
         f"gradcheck said: {detail}",
         pytrace=False,
     )
+
+
+def _first_order_differs(call: DifferentiableCall, inputs: tuple[torch.Tensor, ...], atol: float, rtol: float,
+                         options: dict[str, Any]) -> str:
+    """A line when backward is not forward's derivative on these inputs either, else ''.
+
+    pypose's Lie-group Functions return tangent-space gradients by design: their double
+    backward differs from finite differences of backward because the first derivative
+    already does, which test_gradcheck reports; one declaration covers both.
+    """
+    first = {k: v for k, v in options.items() if k in ("eps", "nondet_tol", "fast_mode")}
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(SEED)
+            if torch.autograd.gradcheck(call, inputs, atol=atol, rtol=rtol, raise_exception=False,
+                                        check_undefined_grad=False, **first):
+                return ""
+    except (Exception, OverBudget):  # noqa: BLE001 - a first-order check that raises or runs out proves nothing
+        return ""
+    return ("first-order: backward differs from the finite-difference Jacobian of forward on these inputs too "
+            "(test_gradcheck): a double backward through it is not forward's second derivative either; if backward "
+            "is deliberately not the derivative (a tangent-space or surrogate gradient), declare it on the class: "
+            "# autograd-lint: surrogate-gradient (no derivative comparison is generated then)\n")
 
 
 def _lowered_outputs(call: DifferentiableCall, inputs: tuple[torch.Tensor, ...]) -> str:
@@ -222,7 +249,7 @@ def _not_the_derivative(function: Any, case: Case, call: DifferentiableCall, inp
                      "shapes, finite values, grad_output left unchanged). If it samples by design, declare it on "
                      "the class: # autograd-lint: surrogate-gradient sampled")
     if not constant:
-        return ""
+        return _constant_elements(call, inputs, seeded_run, atol, rtol)
     outputs = ", ".join(f"#{k}" for k in constant)
     evidence = (f"evidence at run time: forward is locally constant at output(s) {outputs} (no element moves for a "
                 "step of 1e-6 in every input element: the numerical Jacobian is identically zero) while backward "
@@ -244,6 +271,47 @@ def _not_the_derivative(function: Any, case: Case, call: DifferentiableCall, inp
     pytest.xfail(f"{name}: {evidence}; {agree}the gradient contract holds (count, shapes, finite values, "
                  "grad_output left unchanged, deterministic). If the surrogate is by design, declare it on the class "
                  "(# autograd-lint: surrogate-gradient); else forward is wrongly constant")
+
+
+def _constant_elements(call: DifferentiableCall, inputs: tuple[torch.Tensor, ...],
+                       seeded_run: Callable[..., None], atol: float, rtol: float) -> str:
+    """After a failed comparison, no output wholly constant: a line where some output elements are locally
+    constant with a non-zero backward there, and whether the other elements agree with finite differences; else ''.
+
+    Never an expected failure: a straight-through estimator by design (snntorch's
+    ``SpikeTime.Tolerance`` overwrites the elements near their target and passes
+    every gradient) and a clamp whose backward forgets its mask look the same at run
+    time, and the second is a bug.  The line says which, and the declaration that
+    accepts the first.
+    """
+    try:
+        masks = constant_elements(call, inputs)
+        if not any(bool(mask.any()) and not bool(mask.all()) for mask in masks) \
+                or not backward_moves_at(call, inputs, masks):
+            return ""
+    except OverBudget:
+        raise
+    except Exception:  # noqa: BLE001 - a probe that fails proves nothing
+        return ""
+
+    def moving(*values: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(out[~mask] for out, mask in zip(call(*values), masks) if not bool(mask.all()))
+
+    still = sum(int(mask.sum()) for mask in masks)
+    total = sum(mask.numel() for mask in masks)
+    evidence = (f"evidence at run time: forward is locally constant at {still} of {total} output elements (they do "
+                "not move for a step of 1e-6 in every input element) while backward returns a non-zero gradient "
+                "for them")
+    try:
+        seeded_run(atol, rtol, moving, inputs)
+    except OverBudget:
+        raise
+    except Exception:  # noqa: BLE001 - the other elements disagree too
+        return f"{evidence}; the other elements disagree with finite differences too\n"
+    return (f"{evidence}; every other element agrees with finite differences: backward is wrong only where "
+            "forward is constant (a mask left out, as in a clamp that passes every gradient), unless it is a "
+            "straight-through estimator by design: then declare it on the class (# autograd-lint: "
+            "surrogate-gradient)\n")
 
 
 # Steps of the continuity probe: gradcheck's own eps, and one a hundred times smaller.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import re
@@ -21,6 +22,7 @@ from autograd_lint.gentests.runtime.arguments import (
     SCALAR_CANDIDATES,
     SEED,
     build_args,
+    lifted_plans,
     search_candidates,
     search_shape_plans,
 )
@@ -28,6 +30,7 @@ from autograd_lint.gentests.runtime.budget import stop_if_over_budget
 from autograd_lint.gentests.runtime.cases import Case, OnClones
 from autograd_lint.gentests.runtime.report import cause_of
 from autograd_lint.gentests.runtime.tensors import (
+    all_finite,
     differentiable_outputs,
     gradient_like,
     is_plain,
@@ -53,7 +56,7 @@ def _forward_rejection(function: Any, args: tuple[Any, ...]) -> str | None:
     if not outputs:
         return "returned no floating-point tensor"
     # A subclass output by its plain parts: torch.masked's reductions fail on a sparse MaskedTensor.
-    if not all(bool(torch.isfinite(part).all()) for out in outputs for part in plain_parts(out)):
+    if not all(all_finite(part) for out in outputs for part in plain_parts(out)):
         return "returned non-finite values"
     return None
 
@@ -78,11 +81,17 @@ def _untestable(function: Any, build: Callable[[], tuple[Any, ...]]) -> str | No
             kind = "a nested tensor" if out.is_nested else f"a {type(out).__name__} (a tensor subclass)"
             return f"forward returns {kind}, which gradcheck cannot compare"
     if len(first) != len(second) or not all(
-        a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, second)
+        a.shape == b.shape and a.layout == b.layout and torch.equal(_dense(a), _dense(b))
+        for a, b in zip(first, second)
     ):
         return ("forward gives different outputs for the same inputs (it draws random numbers): gradcheck's "
                 "finite differences need a deterministic forward")
     return _single_use(function, build()) or _subclass_gradient(function, build())
+
+
+def _dense(value: torch.Tensor) -> torch.Tensor:
+    """``value`` with its values laid out densely: ``torch.equal`` has no sparse kernel."""
+    return value.to_dense() if value.layout != torch.strided else value
 
 
 def _single_use(function: Any, args: tuple[Any, ...]) -> str | None:
@@ -215,32 +224,55 @@ def _search(function: Any, case: Case) -> Resolution | None:
 
     A forward can accept shapes its backward was not written for (a matrix where a
     vector was meant); when backward runs on none, the forward's choice still lets
-    the checks report what goes wrong in it.
+    the checks report what goes wrong in it.  Where forward's error says a tensor
+    needs more dimensions (see :func:`.arguments.lifted_plans`), the plan with more
+    is tried next.
     """
     forward_only: Resolution | None = None
-    searched = sum(1 for a in case.args if isinstance(a, TensorInput) and a.shape is None)
-    plans = search_shape_plans(searched) if searched else [()]
+    searched = [a.rank for a in case.args if isinstance(a, TensorInput) and a.shape is None]
+    plans = collections.deque(search_shape_plans(len(searched), searched) if searched else [()])
+    seen = set(plans)
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarInput))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
-    for plan, scalars, domain in search_candidates(plans, scalar_choices, case.domains):
-        def build() -> tuple[Any, ...]:
-            return build_args(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled, case.with_function,
-                              case.no_grad)
+    # Shapes and numbers rejected for their shapes: other value domains would not help.
+    rejected_shapes: set[tuple[Any, ...]] = set()
+    lifts = 0
+    while plans:
+        for plan, scalars, domain in search_candidates([plans.popleft()], scalar_choices, case.domains):
+            if (plan, scalars) in rejected_shapes:
+                continue
 
-        args = build()
-        rejection = _forward_rejection(function, args)
-        if rejection is not None:
-            _refused.setdefault((function, repr(case)), rejection)
-            continue
-        untestable = _untestable(function, build)
-        if untestable is not None:
-            return Resolution(plan, scalars, domain, untestable=untestable)
-        error = _backward_failure(function, args)
-        if error is None:
-            return Resolution(plan, scalars, domain)
-        forward_only = forward_only or Resolution(plan, scalars, domain, f"{type(error).__name__}: {error}",
-                                                  _unmet_precondition(function, error))
+            def build() -> tuple[Any, ...]:
+                return build_args(case.args, iter(plan), iter(scalars), domain, SEED, case.pickled,
+                                  case.with_function, case.no_grad)
+
+            args = build()
+            rejection = _forward_rejection(function, args)
+            if rejection is not None:
+                _refused.setdefault((function, repr(case)), rejection)
+                if rejection.startswith("raised ") and _about_shapes(rejection.removeprefix("raised ")):
+                    rejected_shapes.add((plan, scalars))
+                for lifted in lifted_plans(plan, rejection) if lifts < _MAX_LIFTS else ():
+                    if lifted not in seen:
+                        seen.add(lifted)
+                        plans.appendleft(lifted)
+                        lifts += 1
+                continue
+            untestable = _untestable(function, build)
+            if untestable is not None:
+                return Resolution(plan, scalars, domain, untestable=untestable)
+            error = _backward_failure(function, args)
+            if error is None:
+                return Resolution(plan, scalars, domain)
+            if _about_shapes(f"{type(error).__name__}: {error}"):
+                rejected_shapes.add((plan, scalars))
+            forward_only = forward_only or Resolution(plan, scalars, domain, f"{type(error).__name__}: {error}",
+                                                      _unmet_precondition(function, error))
     return forward_only
+
+
+# Plans with more dimensions tried on forward's word, at most (each costs a pass over the numbers and domains).
+_MAX_LIFTS = 12
 
 
 # Words of the errors torch raises for a shape or size it was not written for; an error
@@ -298,9 +330,13 @@ def make_args(function: Any, case: Case, seed: int = SEED, compares: bool = True
             pytest.skip(f"{function.__qualname__}.backward raised {resolved.backward_error} on every searched "
                         f"candidate forward accepted (first: {searched}): the Function is likely meant for other "
                         f"shapes; {RECORD_HINT}")
+        # Inputs can help unless the cause says none does: the Function may be meant only for others
+        # (Affine's vector bias), which a recording of its real calls shows.
+        advice = cause if "no input fixes this" in cause else f"{cause + ' ' if cause else ''}If it is meant for " \
+            f"other inputs, {RECORD_HINT}"
         pytest.fail(
             f"{function.__qualname__}.backward failed: {resolved.backward_error}\n"
-            f"It failed on every searched candidate; forward accepted {searched} first. {cause}",
+            f"It failed on every searched candidate; forward accepted {searched} first. {advice}",
             pytrace=False,
         )
     return build_args(case.args, iter(resolved.shapes), iter(resolved.scalars), resolved.domain, seed,

@@ -95,3 +95,16 @@ def is_symmetric(value: torch.Tensor) -> bool:
     """A real matrix (or batch of them) equal to its transpose, larger than 1x1."""
     return (value.layout == torch.strided and value.dtype.is_floating_point and value.dim() >= 2
             and value.shape[-1] == value.shape[-2] > 1 and bool(torch.equal(value, value.mT)))
+
+
+def all_finite(value: torch.Tensor) -> bool:
+    """Whether every stored element of ``value`` is finite; a sparse tensor by its stored values.
+
+    ``torch.isfinite`` has no sparse COO kernel (norse's ``LIFSparseAdjointFunction``
+    returns one): its specified values are what can be infinite.
+    """
+    if value.layout == torch.sparse_coo:
+        value = value.coalesce().values()
+    elif value.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc):
+        value = value.values()
+    return bool(torch.isfinite(value).all())

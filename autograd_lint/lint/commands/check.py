@@ -13,8 +13,10 @@ other file is still checked), or when ``--output-file`` cannot be written.
 With ``--fix`` or ``--diff``, see :mod:`autograd_lint.lint.fix` for what is written and
 the exit codes; ``--add-noqa`` (:mod:`autograd_lint.lint.add_noqa`) and
 ``--write-baseline`` (:mod:`autograd_lint.lint.baseline`) exit 0 unless a file could
-not be read or written.  Nothing is written without one of ``--fix``,
-``--add-noqa`` or ``--write-baseline``.
+not be read or written.  No file of the project is written without one of ``--fix``,
+``--add-noqa`` or ``--write-baseline``; the result cache
+(:mod:`autograd_lint.model.result_cache`) is, in ``.autograd_lint_cache/`` of the
+project's directory or the ``cache-dir`` setting, unless ``--no-cache``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Sequence, TextIO
+from typing import TYPE_CHECKING, Iterator, Sequence, TextIO
 
 from autograd_lint.lint.baseline import BaselineError, Fingerprint, compare, read_baseline, relative_key, root_of, write_baseline
 from autograd_lint.config import (
@@ -41,9 +43,8 @@ from autograd_lint.config import (
     project_settings,
     selectors,
 )
-from autograd_lint.lint.engine import check_analysis, check_source, module_needs, selected_rules
 from autograd_lint.files import write_atomically
-from autograd_lint.model.discovery import force_excluded, iter_targets
+from autograd_lint.model.discovery import force_excluded, iter_targets, open_cache
 from autograd_lint.model.discovery import run as run_files
 from autograd_lint.model.source import (
     SourceError,
@@ -64,8 +65,11 @@ from autograd_lint.lint.output import (
     render_statistics_text,
     statistics,
 )
-from autograd_lint.rules.base import Diagnostic, FixSafety
+from autograd_lint.model.diagnostic import Diagnostic, FixSafety
 from autograd_lint.settings import Settings
+
+if TYPE_CHECKING:
+    from autograd_lint.model.analysis import FileAnalysis, ModuleNeed
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STDIN = "-"
@@ -135,6 +139,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--show-settings", action="store_true", help="print the resolved settings and the files to check; check nothing"
     )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the result cache (.autograd_lint_cache/)"
+    )
     add_config_arguments(parser)
 
 
@@ -153,6 +160,13 @@ def _project_root(args: argparse.Namespace) -> Path:
     """The directory of the configuration file in use, else the working directory."""
     found = None if args.isolated else args.config or find_config(_paths(args))
     return Path(os.path.abspath(found.parent if found else os.getcwd()))
+
+
+def _cache_dir(args: argparse.Namespace, settings: Settings) -> str:
+    """Where the result cache lives: ``cache-dir``, else ``.autograd_lint_cache`` in the project's directory."""
+    from autograd_lint.model.result_cache import DIRECTORY
+
+    return settings.cache_dir or str(_project_root(args) / DIRECTORY)
 
 
 def _checked_paths(args: argparse.Namespace, settings: Settings) -> list[str]:
@@ -291,7 +305,12 @@ def check_once(args: argparse.Namespace) -> int:
 def _check_files(
     args: argparse.Namespace, settings: Settings, baseline: Counter[Fingerprint] | None, report: TextIO
 ) -> int:
-    result = run_files(_checked_paths(args, settings), settings, check_analysis, module_needs(settings))
+    cache = None if args.no_cache else open_cache(_cache_dir(args, settings), settings, _check_file, _needs)
+    result = run_files(_checked_paths(args, settings), settings, _check_file, _needs, cache)
+    if cache is not None:
+        problem = cache.save()
+        if problem is not None:
+            _note(args, f"warning: {problem}; the next run is not faster")
     fixes = None
     if args.fix or args.diff:
         # Imported here: the fix pass loads libcst.codemod, which a plain check does not need.
@@ -327,6 +346,23 @@ def _check_files(
     return code
 
 
+def _check_file(analysis: FileAnalysis, settings: Settings) -> list[Diagnostic]:
+    """The job of a run: :func:`~autograd_lint.lint.engine.check_analysis`, whose rules are
+    imported when a file is analysed (a run served by the cache needs neither them nor libcst)."""
+    if analysis.nothing_to_check:
+        return []  # as check_analysis says, without importing the rule catalogue
+    from autograd_lint.lint.engine import check_analysis
+
+    return check_analysis(analysis, settings)
+
+
+def _needs(settings: Settings) -> frozenset[ModuleNeed]:
+    """What the selected rules look at outside the Function classes, imported as :func:`_check_file` is."""
+    from autograd_lint.lint.engine import module_needs
+
+    return module_needs(settings)
+
+
 def _fixed_on_request(args: argparse.Namespace, changed: bool) -> bool:
     """Whether ``--exit-non-zero-on-fix`` turns this run's exit code to 1 (``--exit-zero`` wins, as in ruff)."""
     return args.exit_non_zero_on_fix and changed and not args.exit_zero
@@ -347,6 +383,8 @@ def _check_stdin(
         # The text --fix writes back must be the buffer's own: refuse what decoding would change.
         text = decode_source(data, path, for_rewrite=args.fix)
         source = SourceFile(path, text, module_name(path))
+        from autograd_lint.lint.engine import check_source
+
         checked = check_source(source, settings)
         if args.fix or args.diff:
             from autograd_lint.lint.fix import fix_source
@@ -464,6 +502,8 @@ def _checked_keys(args: argparse.Namespace, settings: Settings, findings: Findin
 
 
 def _fixable_codes(settings: Settings, unsafe: bool) -> set[str]:
+    from autograd_lint.lint.engine import selected_rules
+
     allowed = {FixSafety.SAFE, FixSafety.UNSAFE} if unsafe else {FixSafety.SAFE}
     return {rule.code for rule in selected_rules(settings) if rule.fixer is not None and rule.fix in allowed}
 
@@ -514,6 +554,8 @@ def show_settings(args: argparse.Namespace, settings: Settings) -> str:
         found = args.config or find_config(_paths(args))
         source = str(found) if found else "none found: defaults"
     shown = {key: _toml_value(key, getattr(settings, field)) for key, (field, _) in KEYS.items()}
+    from autograd_lint.lint.engine import selected_rules
+
     rules = [rule.code for rule in selected_rules(settings)]
     targets = [] if _reads_stdin(args) else iter_targets(_checked_paths(args, settings), settings)
     files = [target.path for target in targets if not isinstance(target, SourceError)]
