@@ -158,6 +158,21 @@ class GradientCount(Rule):
                 yield Report(ret.position, f"{head}: backward raises `returned an incorrect number of gradients{numbers}`")
 
     VALID = [
+        # `(None,) * 2 + (g,)`: three gradients for three inputs.
+        Valid(
+            """
+            import torch
+
+            class Last(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, names, op, x):
+                    return op(x)
+
+                @staticmethod
+                def backward(ctx, g):
+                    return (None,) * 2 + (g,)
+            """
+        ),
         # Every output marked non-differentiable: backward never runs, so the count has no consequence.
         Valid(
             """
@@ -429,6 +444,31 @@ class GradientCount(Rule):
         ),
     ]
     INVALID = [
+        # A gradient list built by appends (one per branch) and an extend: 4 for 5 inputs.
+        Invalid(
+            """
+            import torch
+
+            class PerSample(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, names, op, x, weight, bias):
+                    ctx.save_for_backward(x, weight)
+                    return op(x, weight, bias)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, weight = ctx.saved_tensors
+                    results = [None, None]
+                    if ctx.needs_input_grad[2]:
+                        results.append(grad @ weight)
+                    else:
+                        results.append(None)
+                    results.extend([None])
+                    return tuple(results)
+            """,
+            line=18,
+            message="PerSample.backward returns 4 gradients, but forward takes 5 inputs",
+        ),
         # One gradient parameter returned alone while forward takes two inputs.
         Invalid(
             """
