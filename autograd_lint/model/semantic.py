@@ -605,6 +605,13 @@ class MethodModel:
                 return Unpacking(site, target.target, site.value)
         return None
 
+    def only_assignment(self, use: cst.Name) -> Binding | None:
+        """The one binding (narrowings aside) that reaches ``use``, when it is a plain assignment."""
+        reaching = [b for b in self.reaching(use) if b.how is not How.NARROWING]
+        if len(reaching) == 1 and reaching[0].how is How.ASSIGNMENT:
+            return reaching[0]
+        return None
+
     def return_of(self, node: cst.Return) -> ReturnValue | None:
         """The model of the ``return`` statement ``node``."""
         return next((ret for ret in self.returns if ret.node is node), None)

@@ -104,13 +104,8 @@ def built_list(model: MethodModel, name: cst.Name, ret: cst.Return) -> Positions
     same block as ``ret``, then grown only by ``name.append(x)`` and ``name.extend(literal)``
     statements in that block or in ``if``/``else`` branches that add as many (a branch
     that returns or raises doesn't count), and read nowhere else."""
-    from autograd_lint.model.semantic import How
-
-    reaching = [b for b in model.reaching(name) if b.how is not How.NARROWING]
-    if len(reaching) != 1:
-        return None
-    (binding,) = reaching
-    if binding.how is not How.ASSIGNMENT or binding.value is None or binding.name in model.nested_uses:
+    binding = model.only_assignment(name)
+    if binding is None or binding.value is None or binding.name in model.nested_uses:
         return None
     start = literal_positions(binding.value)
     site_line, return_line = model.parent(binding.site), model.parent(ret)
