@@ -579,6 +579,10 @@ class MethodBuilder:
         if isinstance(value, cst.Name) and tuple_node is None:
             tuple_node = self._single_tuple(value)
             shape = "tuple" if tuple_node is not None else "name"
+        counted = self.semantic.return_of(node) if tuple_node is None else None
+        if counted is not None and counted.elements is not None and not isinstance(value, cst.Name):
+            # A tuple no literal spells: `(None,) * 2 + (dx,)`, `tuple(results)` of a built list.
+            return Return(position, summary, tuple(self.summarize(e) for e in counted.elements), "tuple")
         if tuple_node is None and summary.kind is not Kind.TENSOR and _is_single_value(value):
             summary = Expr(summary.text, Kind.TENSOR, summary.name, summary.position)
         if tuple_node is not None:
