@@ -184,7 +184,9 @@ def _apply(
     fixer = rule.fixer(analysis, diagnostics)
     if rule.reads_findings:
         fixer.findings = functools.partial(every_finding, analysis, settings, but=rule.code)
-    fixer.table = positions(module)
+    unit = analysis.whole_module
+    # The analysis parsed this very text whole (libcst's parse is cached by text): its positions are the module's.
+    fixer.table = unit.ranges if unit is not None and unit.module is module else positions(module)
     module = module.visit(fixer)
     context = CodemodContext(filename=analysis.source.path, full_module_name=analysis.source.module)
     for ref in fixer.unused_imports:
