@@ -93,6 +93,11 @@ class ParsedUnit:
             self._positions = positions(self.module)
         return self._positions
 
+    @property
+    def ranges(self) -> Mapping[cst.CSTNode, CodeRange]:
+        """Each node's range in :attr:`module`'s own lines and columns (computed once, when first asked)."""
+        return self._table
+
     def _line(self, line: int) -> int:
         if self.line_map is not None:
             return self.line_map[min(line, len(self.line_map)) - 1]
