@@ -614,16 +614,18 @@ def run(
     job: FileJob[T],
     needs: Needs = None,
     cache: ResultCache | None = None,
+    walked: Sequence[Target | SourceError] | None = None,
 ) -> Run[T]:
     """Analyse every file under ``paths`` and apply ``job`` to each that holds a Function.
 
     With ``cache`` (from :func:`open_cache` for the same settings, job and needs),
     a file's result is taken from the cache when nothing it depends on changed, and
     what is computed is stored there; the run is the same as without (see :class:`_Memo`).
+    ``walked``: what :func:`iter_targets` gave for ``paths``, when the caller walked them already.
     """
     errors: list[SourceError] = []
     targets: dict[str, bool] = {}
-    for target in iter_targets(paths, settings):
+    for target in iter_targets(paths, settings) if walked is None else walked:
         if isinstance(target, SourceError):
             errors.append(target)
         else:
@@ -918,6 +920,7 @@ class _Memo:
             if digest is None:
                 digest = _content_digest(read_source_bytes(path))
                 self._cache.hashed(path, info, digest, taken)
+            self._cache.read(path, info, digest, taken)
             return digest
         except (OSError, SourceError):
             return None  # the task says what is wrong with it
@@ -1011,14 +1014,20 @@ def _run_ops_read(run: RunCustomOps, module: CustomOpModule, path: str) -> objec
 
 def open_cache(directory: str, settings: Settings, job: FileJob[Any], needs: Needs) -> ResultCache:
     """The result cache under ``directory`` for runs of ``job`` with these settings and needs."""
+    from autograd_lint.model.result_cache import ResultCache
+
+    return ResultCache(directory, cache_context(settings, job, needs))
+
+
+def cache_context(settings: Settings, job: FileJob[Any], needs: Needs) -> str:
+    """The name of the store for runs of ``job`` with these settings and needs (and this code)."""
     from dataclasses import replace
 
-    from autograd_lint.model.result_cache import ResultCache, context_digest
+    from autograd_lint.model.result_cache import context_digest
 
     # The number of workers does not change a result; where the cache lives does not either.
     named = needs if needs is None or isinstance(needs, frozenset) else f"{needs.__module__}.{needs.__qualname__}"
-    context = context_digest(replace(settings, jobs=None, cache_dir=None), f"{job.__module__}.{job.__qualname__}", named)
-    return ResultCache(directory, context)
+    return context_digest(replace(settings, jobs=None, cache_dir=None), f"{job.__module__}.{job.__qualname__}", named)
 
 
 def _may_derive_from(result: FileResult[T], top_names: set[str]) -> bool:

@@ -169,6 +169,9 @@ class ResultCache:
         self._used: set[bytes] = set()
         self._added: dict[bytes, tuple[int, object, object]] = {}
         self._contents: dict[str, tuple[Signature, bytes]] = {}
+        # What this run read of each file, for record_run: (signature or None, content digest).
+        self.inputs: dict[str, tuple[Signature | None, bytes]] = {}
+        self.inputs_changed = False
 
     def _read(self) -> _Store | None:
         try:
@@ -188,8 +191,17 @@ class ResultCache:
 
     def hashed(self, path: str, info: os.stat_result, digest: bytes, taken_ns: int) -> None:
         """Remember that ``path``, with the ``stat`` ``info`` taken at ``taken_ns``, hashed to ``digest``."""
-        if max(info.st_mtime_ns, info.st_ctime_ns) < taken_ns - _RACY_NS:
+        if _trusted(info, taken_ns):
             self._contents[path] = (signature(info), digest)
+
+    def read(self, path: str, info: os.stat_result, digest: bytes, taken_ns: int) -> None:
+        """Note that this run read ``path`` (``stat`` ``info`` taken at ``taken_ns``) as ``digest``,
+        for :func:`record_run`: its signature only when it can be trusted (see :func:`_trusted`).
+        A file seen with two contents in one run leaves the run unrecorded."""
+        seen = (signature(info) if _trusted(info, taken_ns) else None, digest)
+        first = self.inputs.setdefault(path, seen)
+        if first[1] != digest:
+            self.inputs_changed = True
 
     def get(self, key: bytes) -> tuple[object, Any] | None:
         """The dependencies and result stored under ``key``, or None."""
@@ -229,6 +241,80 @@ class ResultCache:
         except OSError as error:
             return f"{self.path}: cannot be written ({getattr(error, 'strerror', None) or error})"
         return None
+
+
+def _trusted(info: os.stat_result, taken_ns: int) -> bool:
+    """Whether a file's signature, taken at ``taken_ns``, changes with its content: both its
+    times lie more than :data:`_RACY_NS` back (a write within the clock's granularity of the
+    read could leave the signature as it was)."""
+    return max(info.st_mtime_ns, info.st_ctime_ns) < taken_ns - _RACY_NS
+
+
+# A whole run: each file read, in the walk's order, with its signature (None: not trusted,
+# so its content is hashed again) and content digest; and what the run printed and returned.
+RunInputs = tuple[tuple[str, "Signature | None", bytes], ...]
+
+
+@dataclasses.dataclass
+class RunRecord:
+    inputs: RunInputs
+    report: str
+    code: int
+
+
+def _run_path(directory: str, run_key: bytes) -> str:
+    return os.path.join(directory, _FORMAT, f"run-{run_key.hex()}.pickle")
+
+
+def replay_run(directory: str, run_key: bytes, paths: list[str]) -> RunRecord | None:
+    """The record of the last run under ``run_key`` if it read exactly ``paths`` (in this
+    order) and each still holds what it read, else None.
+
+    This is what makes a run over an unchanged tree cost a walk and one ``stat`` per
+    file (as ruff's warm run): the per-file store, the analysis, the custom-op and
+    ``apply`` rounds and the rules are not loaded at all.  A file whose signature
+    changed (touched, copied back) is hashed: the same content still replays, and the
+    record is written again with the new signature so that the next run does not hash it.
+    """
+    from autograd_lint.model.source import SourceError, read_source_bytes
+
+    path = _run_path(directory, run_key)
+    try:
+        with open(path, "rb") as stream:
+            record = pickle.load(stream)
+    except Exception:  # none yet, truncated, or from other code: the run goes the usual way
+        return None
+    if not isinstance(record, RunRecord) or len(record.inputs) != len(paths):
+        return None
+    renewed: list[tuple[str, Signature | None, bytes]] = []
+    for name, (recorded_name, recorded, digest) in zip(paths, record.inputs):
+        if name != recorded_name:
+            return None
+        try:
+            taken = time.time_ns()
+            info = os.stat(name)
+            if recorded is not None and signature(info) == recorded:
+                renewed.append((name, recorded, digest))
+                continue
+            if content_digest(read_source_bytes(name)) != digest:
+                return None
+        except (OSError, SourceError):  # the usual way names the problem
+            return None
+        renewed.append((name, signature(info) if _trusted(info, taken) else None, digest))
+    if any(new[1] != old[1] for new, old in zip(renewed, record.inputs)):
+        record_run(directory, run_key, RunRecord(tuple(renewed), record.report, record.code))
+    return record
+
+
+def record_run(directory: str, run_key: bytes, record: RunRecord) -> str | None:
+    """Write ``record`` for :func:`replay_run`; the problem, in words, if it can't be written."""
+    path = _run_path(directory, run_key)
+    try:
+        _prepare(directory)
+        write_atomically(path, pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+    except OSError as error:
+        return f"{path}: cannot be written ({getattr(error, 'strerror', None) or error})"
+    return None
 
 
 def _prepare(directory: str) -> None:

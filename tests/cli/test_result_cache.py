@@ -9,8 +9,10 @@ files a run analysed again is read from discovery's rounds in-process.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -174,11 +176,13 @@ def test_single_files_and_settings_have_their_own_entries(tree: Path) -> None:
 
 def test_a_damaged_store_is_read_as_empty_and_written_again(tree: Path) -> None:
     first = same_as_fresh(tree, ".")
-    (store,) = (tree / DIRECTORY / "v1").iterdir()
-    store.write_bytes(b"\x80\x05garbage")
+    stores = list((tree / DIRECTORY / "v1").iterdir())  # the per-file store and the run's record
+    assert len(stores) == 2
+    for store in stores:
+        store.write_bytes(b"\x80\x05garbage")
     assert check(".", cwd=tree) == first
     assert check(".", cwd=tree) == first
-    assert store.read_bytes() != b"\x80\x05garbage"
+    assert all(store.read_bytes() != b"\x80\x05garbage" for store in stores)
 
 
 def test_concurrent_runs_each_print_the_fresh_output(tree: Path) -> None:
@@ -264,3 +268,75 @@ def test_only_what_changed_and_what_depends_on_it_is_analysed_again(
     assert analysed(tree, monkeypatch) == ["caller.py"]
     (tree / "caller.py").write_text("\n" + CALLER.replace("apply(x)", "apply(x, 0.5)"))
     assert analysed(tree, monkeypatch) == ["caller.py", "scale.py"]
+
+
+def in_process(tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str, bool]:
+    """One cached ``check --select ALL .`` in this process: exit code, stdout, stderr, and
+    whether it analysed anything (False: the last run's record was replayed)."""
+    from autograd_lint.cli import main
+
+    called: list[bool] = []
+    real = check_command.run_files
+
+    def spy(*args: object, **kwargs: object) -> object:
+        called.append(True)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.chdir(tree)
+    monkeypatch.setattr(check_command, "run_files", spy)
+    capsys.readouterr()
+    code = main(["check", "--select", "ALL", "--jobs", "1", "."])
+    out, err = capsys.readouterr()
+    monkeypatch.undo()
+    return code, out, err, bool(called)
+
+
+def test_an_unchanged_tree_replays_the_last_run_and_any_edit_falls_back(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tree / "plain3.py").write_text("x = 3\n")
+    # Signatures are trusted only for files last changed more than _RACY_NS before a run.
+    time.sleep(2.2)
+    fresh = check("--no-cache", "--jobs", "1", ".", cwd=tree)
+    assert in_process(tree, monkeypatch, capsys) == (*fresh, True)
+    assert in_process(tree, monkeypatch, capsys) == (*fresh, False)
+    # Touched without a change: hashed, the same content, replayed.
+    os.utime(tree / "base.py")
+    assert in_process(tree, monkeypatch, capsys) == (*fresh, False)
+    # An edit that keeps the size and puts the modification time back: the content decides.
+    info = os.stat(tree / "plain3.py")
+    (tree / "plain3.py").write_text("x = 4\n")
+    os.utime(tree / "plain3.py", ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert in_process(tree, monkeypatch, capsys)[3] is True
+    # An edit that changes the findings: never the stale output.
+    (tree / "base.py").write_text(BASE.replace("return g, g", "return g"))
+    edited = check("--no-cache", "--jobs", "1", ".", cwd=tree)
+    assert edited != fresh
+    assert in_process(tree, monkeypatch, capsys) == (*edited, True)
+    assert in_process(tree, monkeypatch, capsys) == (*edited, False)
+    # A new file, a removed file: another list of files.
+    (tree / "plain10.py").write_text("y = 1\n")
+    assert in_process(tree, monkeypatch, capsys)[3] is True
+    (tree / "plain10.py").unlink()
+    assert in_process(tree, monkeypatch, capsys) == (*edited, True)
+
+
+def test_a_package_init_above_the_checked_directory_is_part_of_the_run(tree: Path) -> None:
+    package = tree / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "base.py").write_text(BASE)
+    (package / "derived.py").write_text(DERIVED.replace("from base import", "from pkg.base import"))
+    before = same_as_fresh(package, ".")
+    assert same_as_fresh(package, ".") == before
+    (tree / "__init__.py").write_text("")  # the module names under pkg/ gain a part
+    same_as_fresh(package, ".")
+    (tree / "__init__.py").unlink()
+    assert same_as_fresh(package, ".") == before
+
+
+def test_formats_and_options_that_shape_the_report_have_their_own_records(tree: Path) -> None:
+    for options in (("--output-format", "json"), ("--statistics",), ("-q",), ("--exit-zero",), ("--output-format", "sarif")):
+        same_as_fresh(tree, *options, ".")
+        same_as_fresh(tree, *options, ".")
+    same_as_fresh(tree, "--exit-zero", ".")

@@ -44,7 +44,8 @@ from autograd_lint.config import (
     selectors,
 )
 from autograd_lint.files import write_atomically
-from autograd_lint.model.discovery import force_excluded, iter_targets, open_cache
+from autograd_lint.model.discovery import Target, cache_context, force_excluded, iter_targets, open_cache
+from autograd_lint.model.result_cache import ResultCache, RunInputs, RunRecord, fingerprint, record_run, replay_run
 from autograd_lint.model.discovery import run as run_files
 from autograd_lint.model.source import (
     SourceError,
@@ -305,8 +306,19 @@ def check_once(args: argparse.Namespace) -> int:
 def _check_files(
     args: argparse.Namespace, settings: Settings, baseline: Counter[Fingerprint] | None, report: TextIO
 ) -> int:
+    paths = _checked_paths(args, settings)
+    walked: list[Target | SourceError] | None = None
+    run_key: bytes | None = None
+    if _replayable(args, baseline):
+        walked = list(iter_targets(paths, settings))
+        if not any(isinstance(target, SourceError) for target in walked):
+            run_key = _run_key(args, settings, [t.path for t in walked])  # type: ignore[union-attr]
+            replayed = replay_run(_cache_dir(args, settings), run_key, [t.path for t in walked])  # type: ignore[union-attr]
+            if replayed is not None:
+                report.write(replayed.report)
+                return replayed.code
     cache = None if args.no_cache else open_cache(_cache_dir(args, settings), settings, _check_file, _needs)
-    result = run_files(_checked_paths(args, settings), settings, _check_file, _needs, cache)
+    result = run_files(paths, settings, _check_file, _needs, cache, walked)
     if cache is not None:
         problem = cache.save()
         if problem is not None:
@@ -331,6 +343,16 @@ def _check_files(
     findings = Findings(diagnostics, errors, result.files_seen, len(result.functions))
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
+    if run_key is not None and cache is not None and not errors:
+        inputs = _run_inputs(cache, walked or [])
+        if inputs is not None:
+            rendered = io.StringIO()
+            code = _report(args, settings, findings, baseline, rendered)
+            report.write(rendered.getvalue())
+            problem = record_run(cache.directory, run_key, RunRecord(inputs, rendered.getvalue(), code))
+            if problem is not None:
+                _note(args, f"warning: {problem}; the next run is not faster")
+            return code
     code = _report(args, settings, findings, baseline, report)
     if fixes is not None:
         from autograd_lint.lint.fix import fix_summary, show_fixes
@@ -344,6 +366,42 @@ def _check_files(
         if _fixed_on_request(args, any(f.changed for f in fixes.fixes)) and code == EXIT_CLEAN:
             code = EXIT_FINDINGS
     return code
+
+
+def _replayable(args: argparse.Namespace, baseline: Counter[Fingerprint] | None) -> bool:
+    """Whether this run's report may come from the record of an earlier run with the same
+    inputs (:func:`~autograd_lint.model.result_cache.replay_run`): a run that only reports.
+    A fix, noqa or baseline run writes files or reads a baseline, which no record covers."""
+    return not (
+        args.no_cache or args.fix or args.diff or args.add_noqa is not None or args.write_baseline or baseline is not None
+    )
+
+
+def _run_key(args: argparse.Namespace, settings: Settings, paths: list[str]) -> bytes:
+    """What a run's report is a function of, besides the files' contents (which
+    :func:`~autograd_lint.model.result_cache.replay_run` checks): the code and settings
+    (the store's context), the options that shape the report, the working directory
+    (imports resolve from it; reports name paths from it), and each directory's package
+    (module names follow ``__init__.py`` files, also above the tree and excluded ones)."""
+    directories = dict.fromkeys(os.path.dirname(path) for path in paths)
+    packages = [module_name(os.path.join(directory, "__init__.py")) for directory in directories]
+    options = (args.paths, args.output_format, args.statistics, args.quiet, args.exit_zero, args.unsafe_fixes)
+    context = cache_context(settings, _check_file, _needs)
+    return fingerprint(context, os.getcwd(), options, tuple(directories), tuple(packages))
+
+
+def _run_inputs(cache: ResultCache, walked: Sequence[Target | SourceError]) -> RunInputs | None:
+    """What the run read of each file, in the walk's order, or None when it can't be said
+    (a file read with two contents, or not read through the cache)."""
+    if cache.inputs_changed:
+        return None
+    inputs = []
+    for target in walked:
+        seen = cache.inputs.get(target.path)
+        if seen is None:
+            return None
+        inputs.append((target.path, *seen))
+    return tuple(inputs)
 
 
 def _check_file(analysis: FileAnalysis, settings: Settings) -> list[Diagnostic]:
