@@ -126,7 +126,8 @@ def _describe_only(analysis: object, settings: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograd_lint.model.discovery import iter_targets, run as discover
+    from autograd_lint.model.discovery import run as discover
+    from autograd_lint.model.targets import iter_targets
     from autograd_lint.model.guard import run_guarded
     from autograd_lint.model.source import SourceError, read_source, split_lines
 

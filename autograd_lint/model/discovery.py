@@ -19,7 +19,6 @@ count all of the run's ``apply`` calls agree on (:mod:`autograd_lint.model.apply
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import gc
 import os
@@ -29,7 +28,6 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeAlias, TypeVar
 
 from autograd_lint.model.apply_sites import ApplySite, RunApply, agreed_arities, apply_sites
@@ -45,6 +43,7 @@ from autograd_lint.model.source import (
     read_source_bytes,
 )
 from autograd_lint.model.spec import FunctionSpec
+from autograd_lint.model.targets import Target, iter_targets
 
 if TYPE_CHECKING:
     import multiprocessing
@@ -77,107 +76,6 @@ _GC_THRESHOLDS = (10_000, 50, 100)
 # keeps parsed (libcst trees take about 35 bytes per character); files past it are
 # parsed again in the last round.
 _KEPT_CHARS = 8_000_000
-
-
-@dataclass(frozen=True)
-class Target:
-    """A file to analyse; ``explicit`` when the user named it rather than a directory."""
-
-    path: str
-    explicit: bool
-
-
-def iter_targets(paths: Sequence[str | os.PathLike[str]], settings: Settings) -> Iterator[Target | SourceError]:
-    """The Python files under ``paths``, sorted per directory, skipping excluded ones."""
-    excluded = _Excludes(settings.exclude + settings.extend_exclude)
-    seen = _SeenFiles()
-    for raw in paths:
-        path = os.fspath(raw)
-        if os.path.isdir(path):
-            unlisted: list[OSError] = []
-            for root, dirs, files in os.walk(path, onerror=unlisted.append):
-                yield from (_unlisted(error) for error in unlisted)
-                unlisted.clear()
-                dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
-                for name in sorted(files):
-                    if name.endswith((".py", ".pyi")):  # before the join: most files of a tree are not
-                        full = os.path.join(root, name)
-                        if not excluded(full) and seen.first(full):
-                            yield Target(full, explicit=False)
-            yield from (_unlisted(error) for error in unlisted)
-        elif os.path.lexists(path):
-            if seen.first(path):
-                yield Target(path, explicit=True)
-        else:
-            yield SourceError(path, "no such file or directory")
-
-
-def _unlisted(error: OSError) -> SourceError:
-    """A directory the walk could not list: its files were not checked, and the run must say so."""
-    path = error.filename if isinstance(error.filename, str) else "?"
-    return SourceError(path, f"directory cannot be listed ({error.strerror or error}); its files were not checked")
-
-
-class _SeenFiles:
-    """Which files a run has listed already, by identity (device and inode), so that a
-    file named twice (``a.py ./a.py``, a directory and a file in it) is checked once."""
-
-    def __init__(self) -> None:
-        self._seen: set[tuple[int, int] | str] = set()
-
-    def first(self, path: str) -> bool:
-        try:
-            info = os.stat(path)
-            key: tuple[int, int] | str = (info.st_dev, info.st_ino)
-        except OSError:  # the reader will say what is wrong with it
-            key = os.path.normcase(os.path.abspath(path))
-        if key in self._seen:
-            return False
-        self._seen.add(key)
-        return True
-
-
-def force_excluded(path: str | os.PathLike[str], settings: Settings, root: Path) -> bool:
-    """Whether ``path``, or a directory above it up to ``root``, matches an exclude glob.
-
-    ruff's ``--force-exclude``: a path named on the command line (as pre-commit
-    names every staged file) is checked even when excluded, unless this says so.
-    Directories above ``root`` (the project's) are not looked at: a checkout under
-    ``~/build/`` must not exclude itself.  A path outside ``root`` is judged by
-    the parts it was given with.
-    """
-    excluded = _Excludes(settings.exclude + settings.extend_exclude)
-    absolute = Path(os.path.abspath(path))
-    try:
-        given = absolute.relative_to(os.path.abspath(root))
-    except ValueError:
-        given = Path(path)
-    return any(excluded(str(part)) for part in (given, *given.parents) if part.name not in ("", ".", ".."))
-
-
-class _Excludes:
-    """Whether a path's name, or the path itself, matches one of the exclude globs.
-
-    The globs are compiled into two regular expressions once per run: matching
-    each path against each glob with ``fnmatch`` took about 1 s of a 7 s run over
-    the torch tree (3,300 paths, 17 globs).
-    """
-
-    def __init__(self, patterns: tuple[str, ...]) -> None:
-        self._name = _any_of(patterns)
-        # Only globs with a "/" can match more than the name, anywhere below the root.
-        self._path = _any_of(tuple(q for p in patterns if "/" in p for q in (p, f"*/{p}")))
-
-    def __call__(self, path: str) -> bool:
-        if self._name is not None and self._name.match(os.path.normcase(os.path.basename(path))):
-            return True
-        return self._path is not None and self._path.match(os.path.normcase(Path(path).as_posix())) is not None
-
-
-def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
-    if not patterns:
-        return None
-    return re.compile("|".join(f"(?:{fnmatch.translate(os.path.normcase(p))})" for p in patterns))
 
 
 @dataclass
@@ -1014,20 +912,9 @@ def _run_ops_read(run: RunCustomOps, module: CustomOpModule, path: str) -> objec
 
 def open_cache(directory: str, settings: Settings, job: FileJob[Any], needs: Needs) -> ResultCache:
     """The result cache under ``directory`` for runs of ``job`` with these settings and needs."""
-    from autograd_lint.model.result_cache import ResultCache
+    from autograd_lint.model.result_cache import ResultCache, job_context
 
-    return ResultCache(directory, cache_context(settings, job, needs))
-
-
-def cache_context(settings: Settings, job: FileJob[Any], needs: Needs) -> str:
-    """The name of the store for runs of ``job`` with these settings and needs (and this code)."""
-    from dataclasses import replace
-
-    from autograd_lint.model.result_cache import context_digest
-
-    # The number of workers does not change a result; where the cache lives does not either.
-    named = needs if needs is None or isinstance(needs, frozenset) else f"{needs.__module__}.{needs.__qualname__}"
-    return context_digest(replace(settings, jobs=None, cache_dir=None), f"{job.__module__}.{job.__qualname__}", named)
+    return ResultCache(directory, job_context(settings, job, needs))
 
 
 def _may_derive_from(result: FileResult[T], top_names: set[str]) -> bool:

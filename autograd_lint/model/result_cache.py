@@ -40,9 +40,12 @@ import os
 import pickle
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from autograd_lint.files import write_atomically
+
+if TYPE_CHECKING:
+    from autograd_lint.settings import Settings
 
 try:  # the builtin module itself: hashlib would load OpenSSL first (0.01-0.02 s of every run)
     from _blake2 import blake2b
@@ -137,6 +140,16 @@ def _libcst_version() -> str:
 def context_digest(*values: Any) -> str:
     """The name of the store for a run of this code with ``values`` (settings, job, ...)."""
     return fingerprint(_tool_fingerprint(), *values).hex()
+
+
+def job_context(settings: Settings, job: Callable[..., object], needs: object) -> str:
+    """The store's name for runs of ``job`` (a function of a module) with these settings and
+    ``needs`` (a frozenset, None, or a function of a module); without the settings that change
+    no result: the number of workers and where the cache lives."""
+    from dataclasses import replace
+
+    named = needs if needs is None or isinstance(needs, frozenset) else f"{needs.__module__}.{needs.__qualname__}"  # type: ignore[attr-defined]
+    return context_digest(replace(settings, jobs=None, cache_dir=None), f"{job.__module__}.{job.__qualname__}", named)
 
 
 def content_digest(data: bytes) -> bytes:
@@ -266,9 +279,10 @@ def _run_path(directory: str, run_key: bytes) -> str:
     return os.path.join(directory, _FORMAT, f"run-{run_key.hex()}.pickle")
 
 
-def replay_run(directory: str, run_key: bytes, paths: list[str]) -> RunRecord | None:
-    """The record of the last run under ``run_key`` if it read exactly ``paths`` (in this
-    order) and each still holds what it read, else None.
+def replay_run(directory: str, run_key: bytes, files: Sequence[tuple[str, os.stat_result | None]]) -> RunRecord | None:
+    """The record of the last run under ``run_key`` if it read exactly the paths of ``files``
+    (in this order; each with its ``stat`` as the walk took it) and each still holds what
+    it read, else None.
 
     This is what makes a run over an unchanged tree cost a walk and one ``stat`` per
     file (as ruff's warm run): the per-file store, the analysis, the custom-op and
@@ -284,18 +298,18 @@ def replay_run(directory: str, run_key: bytes, paths: list[str]) -> RunRecord | 
             record = pickle.load(stream)
     except Exception:  # none yet, truncated, or from other code: the run goes the usual way
         return None
-    if not isinstance(record, RunRecord) or len(record.inputs) != len(paths):
+    if not isinstance(record, RunRecord) or len(record.inputs) != len(files):
         return None
     renewed: list[tuple[str, Signature | None, bytes]] = []
-    for name, (recorded_name, recorded, digest) in zip(paths, record.inputs):
+    for (name, walked), (recorded_name, recorded, digest) in zip(files, record.inputs):
         if name != recorded_name:
             return None
+        if walked is not None and recorded is not None and signature(walked) == recorded:
+            renewed.append((name, recorded, digest))
+            continue
         try:
             taken = time.time_ns()
             info = os.stat(name)
-            if recorded is not None and signature(info) == recorded:
-                renewed.append((name, recorded, digest))
-                continue
             if content_digest(read_source_bytes(name)) != digest:
                 return None
         except (OSError, SourceError):  # the usual way names the problem

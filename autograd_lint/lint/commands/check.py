@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence, TextIO
 
-from autograd_lint.lint.baseline import BaselineError, Fingerprint, compare, read_baseline, relative_key, root_of, write_baseline
 from autograd_lint.config import (
     CONFIG_FILE,
     KEYS,
@@ -44,9 +43,8 @@ from autograd_lint.config import (
     selectors,
 )
 from autograd_lint.files import write_atomically
-from autograd_lint.model.discovery import Target, cache_context, force_excluded, iter_targets, open_cache
-from autograd_lint.model.result_cache import ResultCache, RunInputs, RunRecord, fingerprint, record_run, replay_run
-from autograd_lint.model.discovery import run as run_files
+from autograd_lint.model.result_cache import RunInputs, RunRecord, fingerprint, job_context, record_run, replay_run
+from autograd_lint.model.targets import Target, force_excluded, iter_targets
 from autograd_lint.model.source import (
     SourceError,
     SourceFile,
@@ -70,7 +68,12 @@ from autograd_lint.model.diagnostic import Diagnostic, FixSafety
 from autograd_lint.settings import Settings
 
 if TYPE_CHECKING:
+    from autograd_lint.lint.baseline import Fingerprint
     from autograd_lint.model.analysis import FileAnalysis, ModuleNeed
+    from autograd_lint.model.result_cache import ResultCache
+
+# Discovery (the analysis rounds) and the baseline are imported where they are used: a
+# run whose report is replayed from the cache needs neither (see _check_files).
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STDIN = "-"
@@ -283,11 +286,15 @@ def check_once(args: argparse.Namespace) -> int:
         if args.show_settings:
             sys.stdout.write(show_settings(args, settings))
             return EXIT_CLEAN
-        try:
-            baseline = read_baseline(args.baseline) if args.baseline else None
-        except BaselineError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return EXIT_ERROR
+        baseline = None
+        if args.baseline:
+            from autograd_lint.lint.baseline import BaselineError, read_baseline
+
+            try:
+                baseline = read_baseline(args.baseline)
+            except BaselineError as error:
+                print(f"error: {error}", file=sys.stderr)
+                return EXIT_ERROR
         report = io.StringIO() if args.output_file or _silent(args) else sys.stdout
         if _reads_stdin(args):
             code = _check_stdin(args, settings, baseline, report)
@@ -311,12 +318,16 @@ def _check_files(
     run_key: bytes | None = None
     if _replayable(args, baseline):
         walked = list(iter_targets(paths, settings))
-        if not any(isinstance(target, SourceError) for target in walked):
-            run_key = _run_key(args, settings, [t.path for t in walked])  # type: ignore[union-attr]
-            replayed = replay_run(_cache_dir(args, settings), run_key, [t.path for t in walked])  # type: ignore[union-attr]
+        files = [(t.path, t.info) for t in walked if isinstance(t, Target)]
+        if len(files) == len(walked):  # a directory that can't be listed is reported afresh
+            run_key = _run_key(args, settings, [path for path, _ in files])
+            replayed = replay_run(_cache_dir(args, settings), run_key, files)
             if replayed is not None:
                 report.write(replayed.report)
                 return replayed.code
+    from autograd_lint.model.discovery import open_cache
+    from autograd_lint.model.discovery import run as run_files
+
     cache = None if args.no_cache else open_cache(_cache_dir(args, settings), settings, _check_file, _needs)
     result = run_files(paths, settings, _check_file, _needs, cache, walked)
     if cache is not None:
@@ -381,13 +392,22 @@ def _run_key(args: argparse.Namespace, settings: Settings, paths: list[str]) -> 
     """What a run's report is a function of, besides the files' contents (which
     :func:`~autograd_lint.model.result_cache.replay_run` checks): the code and settings
     (the store's context), the options that shape the report, the working directory
-    (imports resolve from it; reports name paths from it), and each directory's package
-    (module names follow ``__init__.py`` files, also above the tree and excluded ones)."""
-    directories = dict.fromkeys(os.path.dirname(path) for path in paths)
-    packages = [module_name(os.path.join(directory, "__init__.py")) for directory in directories]
+    (imports resolve from it; reports name paths from it), and the ``__init__.py`` files
+    that module names follow but the list of files does not show: the packages above
+    each path given, and an excluded ``__init__.py`` of a directory with checked files."""
+    listed = set(paths)
+    unlisted = tuple(
+        init
+        for init in dict.fromkeys(os.path.join(os.path.dirname(path), "__init__.py") for path in paths)
+        if init not in listed and os.path.isfile(init)
+    )
+    above = tuple(
+        module_name(os.path.join(path if os.path.isdir(path) else os.path.dirname(path), "__init__.py"))
+        for path in _paths(args)
+    )
     options = (args.paths, args.output_format, args.statistics, args.quiet, args.exit_zero, args.unsafe_fixes)
-    context = cache_context(settings, _check_file, _needs)
-    return fingerprint(context, os.getcwd(), options, tuple(directories), tuple(packages))
+    context = job_context(settings, _check_file, _needs)
+    return fingerprint(context, os.getcwd(), options, unlisted, above)
 
 
 def _run_inputs(cache: ResultCache, walked: Sequence[Target | SourceError]) -> RunInputs | None:
@@ -519,6 +539,8 @@ def _report(
 
 
 def _write_baseline(args: argparse.Namespace, findings: Findings) -> int:
+    from autograd_lint.lint.baseline import write_baseline
+
     path = args.write_baseline
     try:
         count = write_baseline(path, findings.diagnostics, findings.lines_of)
@@ -533,6 +555,8 @@ def _not_in_baseline(
     args: argparse.Namespace, settings: Settings, findings: Findings, baseline: Counter[Fingerprint]
 ) -> list[Diagnostic]:
     """The findings the baseline does not hold; its stale entries are named on stderr."""
+    from autograd_lint.lint.baseline import compare, root_of
+
     root = root_of(args.baseline)
     checked = _checked_keys(args, settings, findings, root)
     comparison = compare(findings.diagnostics, baseline, findings.lines_of, root, checked)
@@ -549,6 +573,8 @@ def _not_in_baseline(
 
 def _checked_keys(args: argparse.Namespace, settings: Settings, findings: Findings, root: Path) -> set[str]:
     """The files this run read in full, as baseline keys: only their entries can be found stale."""
+    from autograd_lint.lint.baseline import relative_key
+
     if findings.stdin is not None:
         return {relative_key(findings.stdin.path, root)}
     failed = {error.path for error in findings.errors}
