@@ -1,9 +1,11 @@
 """What a single-file ``check`` costs (pre-commit's case), next to another tree of autograd-lint.
 
 Usage:
-  python bench/startup.py [--rounds N] [--other SRC] FILE [FILE ...]
+  python bench/startup.py [--rounds N] [--other SRC] [--cache] FILE [FILE ...]
 
-Each round runs, for each FILE, ``check --isolated --no-cache FILE`` with this
+Each round runs, for each FILE, ``check --isolated --no-cache FILE`` (with
+``--cache``: ``check --isolated FILE``, the cache warm, as pre-commit's second run
+over unchanged files) with this
 tree's ``autograd_lint`` and (with ``--other``, a directory holding another
 ``autograd_lint`` package, e.g. a ``git archive`` of main) with that one, in
 alternation, each in a fresh process of this interpreter with ``-P`` and the
@@ -28,10 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 _LAUNCH = "import sys; sys.path.insert(0, sys.argv.pop(1)); from autograd_lint.cli import main; sys.exit(main())"
 
 
-def command(src: Path, path: str, *extra: str) -> list[str]:
+def command(src: Path, path: str, *extra: str, cache: bool = False) -> list[str]:
     # A tree from before the result cache has no --no-cache (and no cache).
     cached = "--no-cache" in (src / "autograd_lint" / "lint" / "commands" / "check.py").read_text()
-    no_cache = ["--no-cache"] if cached else []
+    no_cache = ["--no-cache"] if cached and not cache else []
     return [sys.executable, "-P", *extra, "-c", _LAUNCH, str(src), "check", "--isolated", *no_cache, "--exit-zero", path]
 
 
@@ -59,6 +61,12 @@ def main() -> None:
     parser.add_argument("files", nargs="+")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--other", type=Path, help="a directory holding another autograd_lint package")
+    parser.add_argument(
+        "--cache",
+        action="store_true",
+        help="with the result cache (in .autograd_lint_cache/ of the working directory), the file unchanged: "
+        "pre-commit run again on the same files",
+    )
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     trees = {"this": ROOT, **({"other": args.other} if args.other else {})}
@@ -66,14 +74,14 @@ def main() -> None:
     for path in args.files:
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
         for src in trees.values():  # untimed: bytecode written, files cached
-            subprocess.run(command(src, path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            subprocess.run(command(src, path, cache=args.cache), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         for _ in range(args.rounds):
             for name, src in trees.items():
-                times[name].append(timed(command(src, path), env))
+                times[name].append(timed(command(src, path, cache=args.cache), env))
         for name, src in trees.items():
             wall = statistics.median(t[0] for t in times[name])
             cpu = statistics.median(t[1] for t in times[name])
-            print(f"{path}  {name:5}  wall {wall:.3f} s  CPU {cpu:.3f} s   {imports(command(src, path, '-X', 'importtime'), env)}")
+            print(f"{path}  {name:5}  wall {wall:.3f} s  CPU {cpu:.3f} s   {imports(command(src, path, '-X', 'importtime', cache=args.cache), env)}")
     print(f"load {os.getloadavg()[0]:.1f}")
 
 

@@ -407,7 +407,8 @@ def _run_key(args: argparse.Namespace, settings: Settings, paths: list[str]) -> 
     )
     options = (args.paths, args.output_format, args.statistics, args.quiet, args.exit_zero, args.unsafe_fixes)
     context = job_context(settings, _check_file, _needs)
-    return fingerprint(context, os.getcwd(), options, unlisted, above)
+    # The gitlab format's paths are relative to CI_PROJECT_DIR, the one variable a report reads.
+    return fingerprint(context, os.getcwd(), os.environ.get("CI_PROJECT_DIR"), options, unlisted, above)
 
 
 def _run_inputs(cache: ResultCache, walked: Sequence[Target | SourceError]) -> RunInputs | None:
