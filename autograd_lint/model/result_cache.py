@@ -15,6 +15,7 @@ Layout (as ruff's ``.ruff_cache``)::
         .gitignore          "*": git never shows the cache
         CACHEDIR.TAG        backup tools skip it
         v1/<context>.pickle
+        v1/run-<key>.pickle the last report of one command line (see replay_run)
 
 Concurrent runs are safe: each run reads the store once, and writes it once at
 its end through :func:`autograd_lint.files.write_atomically` (a temporary file
@@ -23,6 +24,13 @@ reader sees a whole store, old or new; the worst a race does is lose the other
 run's new entries, which the next run computes again.  A store that can't be
 read (truncated, from another version) counts as empty; one that can't be
 written is skipped with a warning.
+
+Above the per-file results, a *run record* (:func:`record_run`, :func:`replay_run`)
+keeps the last report of one command line over one list of files, with each
+file's signature and content digest: a run over an unchanged tree (most runs of
+pre-commit, CI and an editor's save) prints it after a walk and one ``stat`` per
+file, without reading the per-file store or importing the analysis.  Any
+difference in the list or a content sends the run the per-file way.
 
 A file's content is hashed to find its results; the hash is remembered with
 the file's ``stat`` signature (inode, size, modification and change times, as
