@@ -1,7 +1,7 @@
 """``check`` with and without its result cache on the torch tree, next to ruff's own cache.
 
 Usage:
-  python bench/cache_torch.py [--rounds N] [--ruff PATH] [--tree DIR] [--edit REL]
+  python bench/cache_torch.py [--rounds N] [--ruff PATH] [--tree DIR] [--edit REL] [--kinds KIND ...]
 
 The installed ``torch`` package is copied to a scratch directory (``--tree``), so
 that edits never touch the environment.  Each round runs, in this order (alternating
@@ -12,6 +12,9 @@ autograd-lint and ruff):
 * ``edit``: one file (``--edit``, relative to the tree) gets a comment line at its
   end and is checked again by both in the warm tree; the file is then put back and
   both warm caches brought up to date (not timed).
+
+``--kinds`` times only those (``--kinds warm``: the warm pairs alone, a minute instead of
+the cold runs' several).
 
 Each run is a fresh process (``autograd-lint check --isolated --exit-zero``,
 ``ruff check --select F --exit-zero -q``); its wall time and CPU time (user+sys of
@@ -51,6 +54,7 @@ def main() -> None:
     parser.add_argument("--ruff", default=shutil.which("ruff") or "/work/venvs/ruff/bin/ruff")
     parser.add_argument("--tree", type=Path, default=Path("/tmp/bench-cache-torch"))
     parser.add_argument("--edit", default="torch/utils/checkpoint.py", help="the file edited, relative to --tree")
+    parser.add_argument("--kinds", nargs="+", choices=("cold", "warm", "edit"), default=["cold", "warm", "edit"])
     args = parser.parse_args()
 
     import torch  # the installed package: only its location is used (its files are copied)
@@ -74,7 +78,12 @@ def main() -> None:
     for number in range(args.rounds):
         for name, command in (("cold ours", ours[:-1] + ["--no-cache", "."]), ("cold ruff", [*ruff[:-1], "--no-cache", "."]),
                               ("warm ours", ours), ("warm ruff", ruff)):
-            results.setdefault(name, []).append(timed(command, tree))
+            if name.split()[0] in args.kinds:
+                results.setdefault(name, []).append(timed(command, tree))
+        if "edit" not in args.kinds:
+            print(f"round {number + 1}: " + "  ".join(f"{k} {v[-1][0]:.2f}s/{v[-1][1]:.2f}s" for k, v in results.items()),
+                  flush=True)
+            continue
         edited.write_bytes(original + f"\n# edited, round {number}\n".encode())
         for name, command in (("edit ours", ours), ("edit ruff", ruff)):
             results.setdefault(name, []).append(timed(command, tree))
@@ -84,7 +93,7 @@ def main() -> None:
         print(f"round {number + 1}: " + "  ".join(f"{k} {v[-1][0]:.2f}s/{v[-1][1]:.2f}s" for k, v in results.items()),
               flush=True)
     print(f"\nmedians over {args.rounds} rounds (wall / CPU), load {os.getloadavg()[0]:.1f} at the end:")
-    for kind in ("cold", "warm", "edit"):
+    for kind in args.kinds:
         ours_runs, ruff_runs = results[f"{kind} ours"], results[f"{kind} ruff"]
         wall = [a[0] / b[0] for a, b in zip(ours_runs, ruff_runs)]
         cpu = [a[1] / b[1] for a, b in zip(ours_runs, ruff_runs)]
