@@ -94,3 +94,17 @@ def test_positions_stop_at_a_star_argument() -> None:
 
 def test_unparsable_text() -> None:
     assert _found("def f(:\n") == {}
+
+
+def test_a_nested_function_binds_its_own_names() -> None:
+    assert _found(
+        """
+        import torch
+
+        def f(x):
+            def init():
+                b = torch.nn.Parameter(torch.zeros(2))
+                return b
+            return Fn.apply(x, b)
+        """
+    ) == {}
