@@ -10,11 +10,12 @@ requires grad whenever the incoming gradient does, then writes into slices of it
 A gradient penalty through the public ``ScatLayer`` (the gradient of a loss that is not
 linear in the output, taken with ``create_graph=True``) therefore raises
 ``RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place
-operation`` instead of returning a second derivative.  On torch 2.13.0 (CPU) this prints
-that error; a first-order backward works.
+operation`` instead of returning a second derivative.  ``FWD_J2PLUS`` (the second and later
+levels of ``DTCWTForward``) goes through ``c2q`` in its backward too.  On torch 2.13.0 (CPU)
+this prints that error for both; a first-order backward works.
 """
 import torch
-from pytorch_wavelets import ScatLayer
+from pytorch_wavelets import DTCWTForward, ScatLayer
 
 torch.manual_seed(0)
 layer = ScatLayer().double()
@@ -27,3 +28,12 @@ try:
     print("double backward: works")
 except RuntimeError as error:
     print("double backward: RuntimeError:", error)
+
+transform = DTCWTForward(J=2).double()
+try:
+    low, highs = transform(x)
+    (grad,) = torch.autograd.grad(highs[1].pow(2).sum(), x, create_graph=True)
+    grad.pow(2).sum().backward()
+    print("DTCWTForward(J=2) double backward: works")
+except RuntimeError as error:
+    print("DTCWTForward(J=2) double backward: RuntimeError:", error)
