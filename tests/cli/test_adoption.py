@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 SOURCE = textwrap.dedent(
     """
@@ -60,14 +61,7 @@ AGL001_LINE, FIRST_AGL016_LINE = 13, 23
 
 
 def check(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=120,
-    )
+    return run_cli(["check", *args], cwd=cwd, input=stdin, timeout=120)
 
 
 @pytest.fixture

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 from autograd_lint.lint.baseline import FORMAT, VERSION, Fingerprint, fingerprint, read_baseline
 from autograd_lint.rules.base import Diagnostic, Severity
+from cli_process import run_cli
 
 FILES = 60
 FUNCTIONS = textwrap.dedent(
@@ -50,14 +50,7 @@ NEW_FUNCTION = (
 
 
 def check(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=300,
-    )
+    return run_cli(["check", *args], cwd=cwd, input=stdin, timeout=300)
 
 
 def make_tree(root: Path, files: int = FILES) -> list[Path]:

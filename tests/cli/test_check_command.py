@@ -10,6 +10,7 @@ from pathlib import Path
 
 import other_user
 import pytest
+from cli_process import run_cli
 
 BUGGY = textwrap.dedent(
     """
@@ -31,13 +32,7 @@ CLEAN = BUGGY.replace("return grad * b", "return grad * b, grad * a")
 
 
 def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli(["check", *args], cwd=cwd, timeout=120)
 
 
 def test_findings_exit_1_with_location_and_summary(tmp_path: Path) -> None:

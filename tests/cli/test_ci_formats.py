@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 jsonschema = pytest.importorskip("jsonschema")
 junitparser = pytest.importorskip("junitparser")
@@ -74,10 +74,7 @@ GITLAB_SCHEMA = {
 
 
 def check(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120, env=env,
-    )
+    return run_cli(["check", *args], cwd=cwd, timeout=120, env=env)
 
 
 def gitlab_report(text: str) -> list[dict]:
@@ -201,8 +198,7 @@ def test_full_shows_the_source_line_and_a_caret(tmp_path: Path) -> None:
     quiet = check("--output-format", "full", "-q", "spaces.py", cwd=tmp_path)
     assert quiet.stdout == result.stdout.rsplit("\n\n", 1)[0] + "\n\n"
     # stdin: the lines come from the buffer, not from a file.
-    piped = subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", "--output-format", "full", "-", "--stdin-filename", "nowhere.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, input=BUGGY,
+    piped = run_cli(
+        ["check", "--output-format", "full", "-", "--stdin-filename", "nowhere.py"], cwd=tmp_path, timeout=120, input=BUGGY
     )
     assert "12 |         return grad * b\n   |         ^ AGL001\n" in piped.stdout

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from autograd_lint.rules import rule_by_code
+from cli_process import run_cli
 
 MUL = textwrap.dedent(
     """
@@ -48,10 +49,7 @@ CTX_TENSOR = textwrap.dedent(
 
 
 def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-    )
+    return run_cli(["check", *args], cwd=cwd, timeout=120)
 
 
 def codes(result: subprocess.CompletedProcess[str]) -> set[tuple[str, str]]:

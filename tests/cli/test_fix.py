@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from autograd_lint.lint.fix import fix_file
 from autograd_lint.rules.agl016_container_return import ContainerReturn
 from autograd_lint.rules.base import Fixer
 from autograd_lint.settings import Settings
+from cli_process import run_cli
 
 # AGL027 (safe fix), AGL021 (unsafe fix) and AGL001 (no fix).
 SOURCE = textwrap.dedent(
@@ -62,13 +62,7 @@ FIXABLE_FIXED = FIXABLE.replace("return [-grad]", "return (-grad,)")
 
 
 def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli(["check", *args], cwd=cwd, timeout=120)
 
 
 def test_fix_applies_safe_fixes_and_reports_what_remains(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from autograd_lint import __version__
 from autograd_lint.lint.docs import rule_page
 from autograd_lint.lint.output import _github_command
 from autograd_lint.rules import all_rules, rule_by_code
+from cli_process import run_cli
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -69,10 +69,7 @@ MESSAGE = (
 
 
 def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-    )
+    return run_cli(["check", *args], cwd=cwd, timeout=120)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from autograd_lint.lint.commands import check as check_command
 from autograd_lint.model import discovery
 from autograd_lint.model.result_cache import DIRECTORY
 from autograd_lint.settings import Settings
+from cli_process import run_cli
 
 BASE = (
     "import torch\n\n\nclass Base(torch.autograd.Function):\n"
@@ -38,10 +39,7 @@ FAKE = "import torch\n\n\n@torch.library.register_fake('pkg::scale')\ndef _(x):\
 
 
 def check(*args: str, cwd: Path) -> tuple[int, str, str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", "--select", "ALL", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    done = run_cli(["check", "--select", "ALL", *args], cwd=cwd, timeout=300)
     return done.returncode, done.stdout, done.stderr
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import queue
 import signal
 import subprocess
@@ -14,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 BUGGY = textwrap.dedent(
     """
@@ -36,10 +36,7 @@ LISTED = BUGGY.replace("return grad * b\n", "return [grad * b, grad * a]\n")  # 
 
 
 def check(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120, input=stdin,
-    )
+    return run_cli(["check", *args], cwd=cwd, timeout=120, input=stdin)
 
 
 def configure(directory: Path, table: str) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 import io
 import subprocess
-import sys
 import textwrap
 import tokenize
 from pathlib import Path
 
 from autograd_lint.noqa import add_codes, comment_layout
+from cli_process import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").rglob("*.py"))
@@ -73,10 +73,7 @@ EXPECTED = textwrap.dedent(
 
 
 def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300,
-    )
+    return run_cli(["check", *args], cwd=cwd, timeout=300)
 
 
 def code_outside_comments(text: str) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from autograd_lint.rules import all_rules
+from cli_process import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 pytest.importorskip("flake8")
@@ -38,10 +39,7 @@ def fixture_set(directory: Path) -> list[Path]:
 def test_flake8_and_cli_agree(tmp_path: Path) -> None:
     files = fixture_set(tmp_path)
     names = [f.name for f in files]
-    cli = subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", "--output-format", "json", *names],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )
+    cli = run_cli(["check", "--output-format", "json", *names], cwd=tmp_path, timeout=300)
     assert cli.returncode in (0, 1), cli.stderr
     expected = {
         (d["path"], d["line"], d["column"], d["code"], d["message"])
@@ -94,10 +92,7 @@ def test_file_level_directives_check_as_ruff_flake8_as_flake8(
     tmp_path: Path, directive: str, check_reports: bool, flake8_reports: bool
 ) -> None:
     (tmp_path / "mul.py").write_text(f"{directive}\n{BUGGY}")
-    cli = subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", "--isolated", "mul.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )
+    cli = run_cli(["check", "--isolated", "mul.py"], cwd=tmp_path, timeout=120)
     assert ("AGL001" in cli.stdout) is check_reports, cli.stdout + cli.stderr
     flake8 = subprocess.run(
         [sys.executable, "-m", "flake8", "--isolated", "--select", "AGL", "mul.py"],

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from pathlib import Path
+from cli_process import run_cli
 
 FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "project"
 # "<code>  # wrong: <other code>" -> "<other code>", keeping the indentation.
@@ -31,8 +31,7 @@ def copy_project(destination: Path, wrong: bool = False) -> int:
 
 def gen_tests(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``autograd-lint gen-tests ARGS`` in a real subprocess."""
-    return subprocess.run([sys.executable, "-m", "autograd_lint", "gen-tests", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    return run_cli(["gen-tests", *args], cwd=cwd, timeout=120)
 
 
 def origin_counts(output: str) -> dict[str, int]:

@@ -19,6 +19,7 @@ from autograd_lint.model.analysis import analyze
 from autograd_lint.model.locate import class_headers
 from autograd_lint.model.source import SourceFile
 from autograd_lint.settings import Settings
+from cli_process import run_cli
 
 needs_312 = pytest.mark.skipif(sys.version_info < (3, 12), reason="PEP 695 syntax: Python 3.12+")
 needs_311 = pytest.mark.skipif(sys.version_info < (3, 11), reason="except*: Python 3.11+")
@@ -152,10 +153,7 @@ def test_a_class_under_if_or_match_is_not_nested_in_the_class_above() -> None:
 
 
 def check(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autograd_lint", "check", path.name],
-        cwd=path.parent, capture_output=True, text=True, timeout=120,
-    )
+    return run_cli(["check", path.name], cwd=path.parent, timeout=120)
 
 
 @needs_312
