@@ -11,12 +11,13 @@ run (0.09 s forked; a few hundred runs per interpreter in CI).
 
 What a fork cannot show, a real interpreter start does: the tests of the entry
 point, of the interpreter's own stream settings (``PYTHONIOENCODING``, closed
-streams), of signals and of what a run imports start ``python -m autograd_lint``
-themselves (tests/robustness/test_hostile_input.py, tests/cli/test_ruff_conventions.py's
-``--watch``, the start-up tests).  ``run_cli`` also starts a real interpreter when the
-environment it is given changes a ``PYTHON*`` variable, where ``os.fork`` is missing,
-and for every run when ``AUTOGRAD_LINT_TESTS_SUBPROCESS=1`` is set (a full-fidelity run
-of the suite).
+streams), of signals, of deep code (a forked child starts deep in pytest's stack)
+and of ``--watch`` start ``python -m autograd_lint`` themselves
+(tests/robustness/test_hostile_input.py, test_deep_code_and_lines.py,
+tests/cli/test_ruff_conventions.py).  ``run_cli`` also starts a real interpreter when
+the environment it is given changes a ``PYTHON*`` variable, where ``os.fork`` is
+missing, and for every run when ``AUTOGRAD_LINT_TESTS_SUBPROCESS=1`` is set (a
+full-fidelity run of the suite).
 """
 
 from __future__ import annotations

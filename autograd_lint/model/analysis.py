@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     import libcst as cst
     from libcst.metadata import Scope
 
+    from autograd_lint.model.apply_sites import RunApply
     from autograd_lint.model.extract import ParsedUnit
     from autograd_lint.model.usage import ApplyIndex, FunctionUse
 
@@ -114,6 +115,10 @@ class FileAnalysis:
     # whose needs are not among them has nothing to find, whatever else made the module
     # be parsed whole, and is not run (see the engine).
     shown_needs: frozenset[ModuleNeed] = frozenset()
+    # The count every ``apply`` call of the run agrees on, by Function full name
+    # (:mod:`autograd_lint.model.apply_sites`); None until every file of the run is read
+    # (always under flake8, stdin, an editor: one file at a time).
+    run_applies: Mapping[str, RunApply] | None = None
 
     @property
     def nothing_to_check(self) -> bool:

@@ -12,7 +12,9 @@ Functions; ``check`` also runs the rules in the same process, while the parsed
 code is still at hand.  Files with custom ops are the exception: their rules need
 every file's ops and registrations, so they run in a last round, in the process
 that analysed the file and kept its analysis (the same worker processes serve
-every round of a run).
+every round of a run).  So are files with a Function that another file applies with
+a count its own file does not show: the rules learn, once every file is read, what
+count all of the run's ``apply`` calls agree on (:mod:`autograd_lint.model.apply_sites`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeAlias, TypeVar
 
+from autograd_lint.model.apply_sites import ApplySite, RunApply, agreed_arities, apply_sites
 from autograd_lint.model.guard import in_deep_stack, run_guarded, stage
 from autograd_lint.model.locate import INDENT, line_matches
 from autograd_lint.settings import Settings
@@ -201,6 +204,11 @@ class FileResult(Generic[T]):
     # and the names of other files' Functions the analysis looked up (None: it listed them all).
     digest: bytes | None = None
     looked_up: frozenset[str] | None = frozenset()
+    # Its uses of ``apply`` on imported names, analysed or not.
+    apply_sites: tuple[ApplySite, ...] = ()
+    # The names whose run ``apply`` counts its rules looked up (the last rounds only;
+    # None: it listed them all).
+    applies_read: frozenset[str] | None = frozenset()
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,8 @@ class _Round(Generic[T]):
     mention: re.Pattern[str] | None = None
     # The last round: the custom ops and registrations of every file.
     run_ops: RunCustomOps | None = None
+    # The last rounds: the count each Function's ``apply`` calls in the run agree on.
+    run_applies: Mapping[str, RunApply] | None = None
     # Give each result the digest of the bytes read (for the result cache).
     digests: bool = False
 
@@ -225,29 +235,43 @@ class _Round(Generic[T]):
 _Task = tuple[str, bool, bool]
 
 
-class _Lookups(Mapping[str, FunctionSpec]):
-    """The Functions known to a run, recording which of them an analysis looks up:
-    what its result depends on in other files (for the result cache)."""
+V = TypeVar("V")
 
-    def __init__(self, known: Mapping[str, FunctionSpec]) -> None:
-        self._known = known
+
+class _Lookups(Mapping[str, V]):
+    """A mapping of facts from other files of the run (their Functions, the counts their
+    ``apply`` calls agree on), recording which of them an analysis looks up: what its
+    result depends on in other files (for the result cache)."""
+
+    def __init__(self, facts: Mapping[str, V]) -> None:
+        self._facts = facts
         self.names: set[str] | None = set()
 
-    def __getitem__(self, name: str) -> FunctionSpec:
+    def __getitem__(self, name: str) -> V:
         if self.names is not None:
             self.names.add(name)
-        return self._known[name]
+        return self._facts[name]
 
     def __iter__(self) -> Iterator[str]:
         self.names = None  # listing them all: depends on every one
-        return iter(self._known)
+        return iter(self._facts)
 
     def __len__(self) -> int:
         self.names = None
-        return len(self._known)
+        return len(self._facts)
 
     def seen(self) -> frozenset[str] | None:
         return None if self.names is None else frozenset(self.names)
+
+
+def _recorded_applies(state: _Round[T]) -> _Lookups[RunApply] | None:
+    """The round's agreed ``apply`` counts, recording which an analysis reads (None before the last rounds)."""
+    return None if state.run_applies is None else _Lookups(state.run_applies)
+
+
+def _read(applies: _Lookups[RunApply] | None) -> frozenset[str] | None:
+    """The names whose counts an analysis read through :func:`_recorded_applies`."""
+    return frozenset() if applies is None else applies.seen()
 
 
 def _analyse(
@@ -255,11 +279,13 @@ def _analyse(
 ) -> FileResult[T]:
     from autograd_lint.model.analysis import analyze
 
-    known = _Lookups(state.known)
+    known: _Lookups[FunctionSpec] = _Lookups(state.known)
     analysis = analyze(
         source, known, state.settings, _needs_of(state), run_ops=state.run_ops, mentions_ops=mentions_ops,
         compile_whole=explicit,
     )
+    applies = analysis.run_applies = _recorded_applies(state)
+    sites = apply_sites(source.text, analysis.imports)
     if analysis.custom_ops is not None and state.run_ops is None:
         # The last round (_link_custom_ops) links the file's custom ops with those of the
         # whole run and runs the rules then: their result here would be dropped.
@@ -267,13 +293,13 @@ def _analyse(
         return FileResult(
             source.path, analysis.functions, analysis.open_refs, custom_ops=analysis.custom_ops, kept_by=kept_by,
             base_names=_unresolved_base_names(source.text, analysis.functions), digest=digest,
-            looked_up=known.seen(),
+            looked_up=known.seen(), apply_sites=sites,
         )
     with stage(source.path, "running the rules"):
         result = state.job(analysis, state.settings)
     return FileResult(source.path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops,
                       base_names=_unresolved_base_names(source.text, analysis.functions), digest=digest,
-                      looked_up=known.seen())
+                      looked_up=known.seen(), apply_sites=sites, applies_read=_read(applies))
 
 
 def _needs_of(state: _Round[T]) -> frozenset[ModuleNeed] | Callable[[], frozenset[ModuleNeed]]:
@@ -384,9 +410,13 @@ def _finish(analysis: FileAnalysis, state: _Round[T]) -> FileResult[T]:
     path = analysis.source.path
     with stage(path, "describing custom ops"):
         link_custom_ops(analysis.custom_ops, state.run_ops)
+    applies = analysis.run_applies = _recorded_applies(state)
     with stage(path, "running the rules"):
         result = state.job(analysis, state.settings)
-    return FileResult(path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops)
+    return FileResult(
+        path, analysis.functions, analysis.open_refs, result, custom_ops=analysis.custom_ops,
+        applies_read=_read(applies),
+    )
 
 
 def _run_tasks(tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
@@ -428,7 +458,8 @@ def _read_and_analyse(task: _Task, state: _Round[T]) -> FileResult[T]:
             mentions_ops = mentions_custom_op(source.text)
             wanted = force or explicit or mentions_ops or mentions_function(path, source.text, state.extra_words)
         if not wanted:
-            return FileResult(path, analysed=False, base_names=_base_names(source.text), digest=digest)
+            return FileResult(path, analysed=False, base_names=_base_names(source.text), digest=digest,
+                              apply_sites=_apply_sites(source))
     return _analyse(source, explicit, state, mentions_ops, digest)
 
 
@@ -631,6 +662,9 @@ def run(
                 if (result.analysed and result.open_refs & new.keys())
                 or _may_derive_from(result, top_names)
             ]
+        applies = agreed_arities(((r.path, site) for r in results.values() for site in r.apply_sites), known)
+        state = _Round(state.known, settings, job, needs, run_applies=applies, digests=digests)
+        _apply_across_files(results, targets, state, rounds)
         _link_custom_ops(results, targets, state, rounds)
     finally:
         rounds.close()
@@ -745,9 +779,49 @@ def _link_custom_ops(
         ),
         has_unresolved_registration=any(module.has_unresolved_registration for module in modules if module),
     )
-    last = _Round(state.known, state.settings, state.job, state.needs, run_ops=run_ops, digests=state.digests)
+    last = _Round(
+        state.known, state.settings, state.job, state.needs, run_ops=run_ops, run_applies=state.run_applies,
+        digests=state.digests,
+    )
     for result in rounds.finish(holders, targets, last):
         results[result.path] = result
+
+
+def _apply_sites(source: SourceFile) -> tuple[ApplySite, ...]:
+    """The uses of ``apply`` on imported names in a file that is not analysed."""
+    if ".apply" not in source.text:
+        return ()
+    from autograd_lint.model.imports import ImportMap
+
+    imports = ImportMap.from_text(source.text, source.module, source.path.endswith("__init__.py"))
+    return apply_sites(source.text, imports)
+
+
+def _apply_across_files(
+    results: dict[str, FileResult[T]], targets: Mapping[str, bool], state: _Round[T], rounds: _Rounds | _Memo
+) -> None:
+    """Run the rules again, with ``state.run_applies``, on the files whose Functions other
+    files apply with an agreed count, where that count could matter: a combined-style
+    forward with a defaulted input, which its own file may not show passed.  Files with
+    custom ops get the counts in their last round (:func:`_link_custom_ops`)."""
+    applies = state.run_applies or {}
+    tasks: list[_Task] = [
+        (path, targets[path], True)
+        for path, result in results.items()
+        if result.analysed
+        and result.error is None
+        and result.custom_ops is None
+        and any(f.full_name in applies and _has_defaulted_input(f) for f in result.functions)
+    ]
+    if tasks:
+        for result in rounds.run(tasks, state):
+            results[result.path] = result
+
+
+def _has_defaulted_input(function: FunctionSpec) -> bool:
+    """Whether a combined-style forward has an input with a default (``apply`` may leave it out)."""
+    inputs = function.forward_inputs
+    return function.is_split_style is False and inputs is not None and any(p.default is not None for p in inputs)
 
 
 class _Memo:
@@ -755,17 +829,22 @@ class _Memo:
     only the misses are run (by :class:`_Rounds`) and stored.
 
     A task's result is a function of what its key names and of what its analysis looked
-    up in the Functions of other files (:class:`_Lookups`):
+    up in the facts of other files (:class:`_Lookups`): their Functions, and, in the
+    last rounds, the counts the run's ``apply`` calls agree on:
 
     * the key: the file's path, module name (which depends on ``__init__.py`` files
       around it), whether it was named on the command line, whether the round forces
       its analysis, the digest of its bytes, the round's gate (the names of the
-      Functions just found), and, in the last round, the part of the run's custom ops
+      Functions just found, or the round that gives the rules the run's ``apply``
+      counts), and, in the last round, the part of the run's custom ops
       and registrations that :func:`link_custom_ops` reads for this file (its own ops'
       registrations in other files, the other files' ops it registers on, every
       registered (kind, op), and whether some registration can't be followed);
     * the dependencies: for each Function name looked up, a digest of the spec found
-      (or of its absence).  A stored result is taken only if every one is unchanged.
+      (or of its absence); for each Function whose run ``apply`` count the rules read,
+      a digest of that count (or of its absence).  A stored result is taken only if
+      every one is unchanged.  A result also keeps the file's ``apply`` sites, from
+      which the next run's counts are agreed.
 
     The settings, the job, the needs and the tool's own code name the store itself
     (:func:`open_cache`).  A result that is an error is not stored (it may come from
@@ -783,7 +862,10 @@ class _Memo:
         misses: list[_Task] = []
         from autograd_lint.model.result_cache import fingerprint
 
-        gate = fingerprint(state.mention.pattern if state.mention is not None else ("extra", state.extra_words))
+        gate = fingerprint(
+            state.mention.pattern if state.mention is not None else ("extra", state.extra_words),
+            state.run_applies is not None,  # the round that gives the rules the run's apply counts
+        )
         for task in tasks:
             digest = self._content(task[0])
             found = None if digest is None else self._get(self._key("round", task, digest, gate), task[0], state)
@@ -852,37 +934,49 @@ class _Memo:
         if entry is None:
             return None
         dependencies, result = entry
-        if dependencies and dependencies != self._dependencies(frozenset(n for n, _ in dependencies), state):  # type: ignore[attr-defined]
+        if dependencies and dependencies != self._dependencies(
+            frozenset(n for k, n, _ in dependencies if k == "f"),  # type: ignore[attr-defined]
+            frozenset(n for k, n, _ in dependencies if k == "a"),  # type: ignore[attr-defined]
+            state,
+        ):
             return None
         if isinstance(result, tuple):  # see _put
-            analysed, base_names, open_refs, value = result
+            analysed, base_names, open_refs, value, sites = result
             value = None if value is None else []  # a fresh list: the stored one is shared
-            return FileResult(path, open_refs=set(open_refs), result=value, analysed=analysed, base_names=base_names)
+            return FileResult(
+                path, open_refs=set(open_refs), result=value, analysed=analysed, base_names=base_names,
+                apply_sites=tuple(ApplySite(*site) for site in sites),
+            )
         return result  # type: ignore[no-any-return]
 
     def _put(self, key: bytes, result: FileResult[T], state: _Round[T]) -> None:
-        if result.error is not None or result.looked_up is None:
+        if result.error is not None or result.looked_up is None or result.applies_read is None:
             return
-        dependencies = self._dependencies(result.looked_up, state)
+        dependencies = self._dependencies(result.looked_up, result.applies_read, state)
         if dependencies is None:
             return
         if not result.functions and result.custom_ops is None and result.result in (None, []):
             # Most files: passed over, or analysed and found to hold nothing. Kept as plain
             # values, which the store reads with itself (unpickling each took most of a warm run).
-            plain = (result.analysed, result.base_names, frozenset(result.open_refs), result.result)
+            sites = tuple((site.target, site.arguments, site.line) for site in result.apply_sites)
+            plain = (result.analysed, result.base_names, frozenset(result.open_refs), result.result, sites)
             self._cache.put(key, dependencies, plain, plain=True)
         else:
             self._cache.put(key, dependencies, FileResult(**{**result.__dict__, "kept_by": None}))
 
-    def _dependencies(self, names: frozenset[str], state: _Round[T]) -> tuple[tuple[str, bytes | None], ...] | None:
-        """Each name with the digest of the Function it names now (None: none)."""
+    def _dependencies(
+        self, names: frozenset[str], applies: frozenset[str], state: _Round[T]
+    ) -> tuple[tuple[str, str, bytes | None], ...] | None:
+        """Each Function name (kind "f") with the digest of the Function it names now, and
+        each name whose run ``apply`` count was read (kind "a") with the digest of that
+        count now (None: none)."""
         from autograd_lint.model.result_cache import fingerprint
 
-        found: list[tuple[str, bytes | None]] = []
+        found: list[tuple[str, str, bytes | None]] = []
         for name in sorted(names):
             spec = state.known.get(name)
             if spec is None:
-                found.append((name, None))
+                found.append(("f", name, None))
                 continue
             memo = self._specs.get(id(spec))
             if memo is None or memo[0] is not spec:
@@ -890,7 +984,11 @@ class _Memo:
                     memo = self._specs[id(spec)] = (spec, fingerprint(spec))
                 except TypeError:
                     return None
-            found.append((name, memo[1]))
+            found.append(("f", name, memo[1]))
+        run = state.run_applies or {}
+        for name in sorted(applies):
+            count = run.get(name)
+            found.append(("a", name, None if count is None else fingerprint(count)))
         return tuple(found)
 
 

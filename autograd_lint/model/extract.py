@@ -93,6 +93,11 @@ class ParsedUnit:
             self._positions = positions(self.module)
         return self._positions
 
+    @property
+    def ranges(self) -> Mapping[cst.CSTNode, CodeRange]:
+        """Each node's range in :attr:`module`'s own lines and columns (computed once, when first asked)."""
+        return self._table
+
     def _line(self, line: int) -> int:
         if self.line_map is not None:
             return self.line_map[min(line, len(self.line_map)) - 1]
@@ -579,6 +584,10 @@ class MethodBuilder:
         if isinstance(value, cst.Name) and tuple_node is None:
             tuple_node = self._single_tuple(value)
             shape = "tuple" if tuple_node is not None else "name"
+        counted = self.semantic.return_of(node) if tuple_node is None else None
+        if counted is not None and counted.elements is not None and not isinstance(value, cst.Name):
+            # A tuple no literal spells: `(None,) * 2 + (dx,)`, `tuple(results)` of a built list.
+            return Return(position, summary, tuple(self.summarize(e) for e in counted.elements), "tuple")
         if tuple_node is None and summary.kind is not Kind.TENSOR and _is_single_value(value):
             summary = Expr(summary.text, Kind.TENSOR, summary.name, summary.position)
         if tuple_node is not None:

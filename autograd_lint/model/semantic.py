@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
-from autograd_lint.model import traverse
+from autograd_lint.model import sequences, traverse
 from autograd_lint.model.exprs import (
     SAVED_ATTRIBUTES,
     TENSOR_ONLY_METHODS,
@@ -232,7 +232,10 @@ class Unpacking:
 @dataclass(frozen=True, eq=False)
 class ReturnValue:
     """A ``return`` statement: its value and, when the value is a tuple literal without a
-    starred element (or a name that only a tuple literal reaches), its elements."""
+    starred element (or a name that only a tuple literal reaches), its elements; also
+    for a tuple syntax can count though no literal spells it (:mod:`sequences`: tuple
+    literals joined by ``+``/``*``, ``tuple(results)`` of a list built by appends), one
+    value per position (a value other than ``None`` where some branch puts one)."""
 
     node: cst.Return
     value: cst.BaseExpression | None
@@ -601,6 +604,17 @@ class MethodModel:
             if isinstance(target.target, (cst.Tuple, cst.List)):
                 return Unpacking(site, target.target, site.value)
         return None
+
+    def only_assignment(self, use: cst.Name) -> Binding | None:
+        """The one binding (narrowings aside) that reaches ``use``, when it is a plain assignment."""
+        reaching = [b for b in self.reaching(use) if b.how is not How.NARROWING]
+        if len(reaching) == 1 and reaching[0].how is How.ASSIGNMENT:
+            return reaching[0]
+        return None
+
+    def return_of(self, node: cst.Return) -> ReturnValue | None:
+        """The model of the ``return`` statement ``node``."""
+        return next((ret for ret in self.returns if ret.node is node), None)
 
     def return_positions(self, ret: ReturnValue) -> tuple[tuple[cst.BaseExpression | None, ...], bool] | None:
         """What ``ret`` gives at each position: ``(elements, complete)``.
@@ -993,7 +1007,17 @@ class _Walker:
             if param.default is not None:
                 self._expr(param.default, {})
         self._block(_suite(self.model.node.body), env)
+        self._counted_tuples()
         return self.model
+
+    def _counted_tuples(self) -> None:
+        """Give the elements of returned tuples that no literal spells (once every use of
+        a built list is known)."""
+        for index, ret in enumerate(self.model.returns):
+            if ret.elements is None and ret.value is not None:
+                positions = sequences.tuple_positions(self.model, ret.node)
+                if positions is not None:
+                    self.model.returns[index] = ReturnValue(ret.node, ret.value, sequences.representatives(positions))
 
     # -- bindings ---------------------------------------------------------------
     def _bind(

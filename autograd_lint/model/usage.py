@@ -20,6 +20,7 @@ imported from other modules are out of scope, and so are aliases such as
 from __future__ import annotations
 
 import ast
+import bisect
 import enum
 import re
 from dataclasses import dataclass, replace
@@ -123,10 +124,19 @@ def function_uses(analysis: "FileAnalysis") -> list[FunctionUse]:
     }
     if not by_position:
         return []
-    visitor = _UseVisitor(unit, by_position, lambda: analysis.scopes)
+    visitor = _UseVisitor(unit, by_position, lambda: analysis.scopes, _lines_naming(analysis.source.text, by_position))
     traverse.visit(unit.module, visitor)
     uses = [replace(use, class_methods=_class_methods(use.function, visitor.defined)) for use in visitor.uses]
     return sorted(uses, key=lambda use: (use.position.line, use.position.column))
+
+
+def _lines_naming(text: str, by_position: Mapping[Position, FunctionSpec]) -> list[int] | None:
+    """The lines of ``text`` where a Function's name is written, in order; None for a text
+    with a carriage return, whose lines libcst may count otherwise (every statement is walked)."""
+    if "\r" in text:
+        return None
+    names = re.compile(r"\b(?:" + "|".join(sorted({re.escape(s.name) for s in by_position.values()})) + r")\b")
+    return [number for number, line in enumerate(text.split("\n"), 1) if names.search(line)]
 
 
 def _class_methods(function: FunctionSpec, defined: Mapping[str, frozenset[str]]) -> frozenset[str] | None:
@@ -164,6 +174,9 @@ def named_class(expr: cst.BaseExpression, scopes: Mapping[cst.CSTNode, Scope | N
     return None
 
 
+_STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
 class _UseVisitor(cst.CSTVisitor):
     """Collects :class:`FunctionUse` values, keeping the chain of enclosing nodes."""
 
@@ -172,8 +185,12 @@ class _UseVisitor(cst.CSTVisitor):
         unit: "ParsedUnit",
         by_position: Mapping[Position, FunctionSpec],
         module_scopes: Callable[[], Mapping[cst.CSTNode, Scope | None]],
+        naming: list[int] | None = None,
     ) -> None:
         self.unit = unit
+        # The file's lines that spell a Function's name: a use is a call whose last name is
+        # one, so a statement on none of them holds none and is not walked (None: walk all).
+        self.naming = naming
         self.by_position = by_position
         self.module_scopes = module_scopes  # resolved only when a use can't be decided locally
         self.names = frozenset(spec.name for spec in by_position.values())
@@ -185,6 +202,9 @@ class _UseVisitor(cst.CSTVisitor):
         self.instance_called: set[cst.Call] = set()  # inner calls of Fn(...)(...)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.naming is not None and isinstance(node, _STATEMENTS) and not self._names_a_function(node):
+            self.stack.append(node)  # popped by on_leave, which the walk calls all the same
+            return False
         if isinstance(node, cst.ClassDef):
             spec = self.by_position.get(self.unit.position(node))
             if spec is not None:
@@ -200,6 +220,16 @@ class _UseVisitor(cst.CSTVisitor):
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         self.stack.pop()
+
+    def _names_a_function(self, statement: cst.BaseStatement) -> bool:
+        """Whether a line of ``statement`` (decorators included) spells a Function's name."""
+        assert self.naming is not None
+        first = self.unit.position(statement).line
+        decorators = getattr(statement, "decorators", ())
+        if decorators:
+            first = min(first, self.unit.position(decorators[0]).line)
+        at = bisect.bisect_left(self.naming, first)
+        return at < len(self.naming) and self.naming[at] <= self.unit.end_line(statement)
 
     # -- resolving names to Function classes ------------------------------------
     def _function(self, expr: cst.BaseExpression) -> FunctionSpec | None:

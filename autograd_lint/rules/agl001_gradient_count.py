@@ -6,6 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from autograd_lint.model.apply_sites import RunApply
 from autograd_lint.model.spec import FunctionSpec, Kind
 from autograd_lint.model.usage import apply_calls
 from autograd_lint.rules._common import argument_range, plural
@@ -23,6 +24,19 @@ def _widest_apply(ctx: FunctionContext) -> tuple[int, int] | None:
     return None if widest is None else (widest.arguments, widest.line)
 
 
+def _run_apply(ctx: FunctionContext) -> RunApply | None:
+    """The count every ``apply`` call of the run passes (all in other files), once every
+    file is read; None when the run is not known, the module applies the Function itself
+    (its own calls decide), or the class name means more than one Function here."""
+    function = ctx.function
+    run = ctx.analysis.run_applies
+    if run is None or f"{function.name}.apply" in ctx.analysis.source.text:
+        return None
+    if sum(1 for f in ctx.analysis.functions if f.name == function.name) != 1:
+        return None
+    return run.get(function.full_name)
+
+
 def _passed_count(function: FunctionSpec, ctx: FunctionContext, returned: int) -> tuple[int | None, str] | None:
     """How many inputs ``apply`` passes, with the wording that says why, when a backward
     returning ``returned`` gradients certainly fails; None when it may be right.
@@ -30,7 +44,8 @@ def _passed_count(function: FunctionSpec, ctx: FunctionContext, returned: int) -
     ``apply`` passes what the caller wrote, and combined style leaves defaulted
     trailing parameters out of the inputs when the caller does: a count between the
     required and the declared inputs is right for some calls.  It is wrong only for a
-    call seen in this module that passes more.
+    call seen in this module that passes more, or, where this module has none, when every
+    call of the run (all in other files) passes one count that is more.
     """
     span = argument_range(function)
     n_inputs = function.n_inputs
@@ -39,7 +54,12 @@ def _passed_count(function: FunctionSpec, ctx: FunctionContext, returned: int) -
     fewest, most = span
     if fewest <= returned < most:
         widest = _widest_apply(ctx)
-        if widest is None or widest[0] <= returned:
+        if widest is None:
+            site = _run_apply(ctx)
+            if site is None or not returned < site.arguments <= most:
+                return None
+            return site.arguments, f"{function.name}.apply in {site.path}:{site.line} passes {plural(site.arguments, 'input')}"
+        if widest[0] <= returned:
             return None
         return widest[0], f"{function.name}.apply on line {widest[1]} passes {plural(widest[0], 'input')}"
     if fewest != most:
@@ -81,7 +101,13 @@ class GradientCount(Rule):
     """Checks that every ``return`` of ``backward`` (or ``vjp``) gives one gradient per
     forward input.  Only returns whose length syntax can tell are checked: a tuple
     literal, a local name bound once to one, or a single tensor expression.  Extra
-    trailing ``None`` values are allowed, as PyTorch allows them."""
+    trailing ``None`` values are allowed, as PyTorch allows them.
+
+    A combined-style forward's defaulted inputs count only where ``apply`` passes them:
+    a call in the Function's own module, or, where that module has none, the count
+    every call of the run agrees on (other files' calls, known to ``autograd-lint check``
+    once every file is read; silent under flake8, and wherever a call passes ``*args``
+    or keywords, calls disagree, or ``apply`` is taken as a value)."""
 
     code = "AGL001"
     title = "backward returns the wrong number of gradients"
@@ -132,6 +158,21 @@ class GradientCount(Rule):
                 yield Report(ret.position, f"{head}: backward raises `returned an incorrect number of gradients{numbers}`")
 
     VALID = [
+        # `(None,) * 2 + (g,)`: three gradients for three inputs.
+        Valid(
+            """
+            import torch
+
+            class Last(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, names, op, x):
+                    return op(x)
+
+                @staticmethod
+                def backward(ctx, g):
+                    return (None,) * 2 + (g,)
+            """
+        ),
         # Every output marked non-differentiable: backward never runs, so the count has no consequence.
         Valid(
             """
@@ -185,6 +226,23 @@ class GradientCount(Rule):
 
             def scale(x):
                 return Scale.apply(x)
+            """
+        ),
+        # No call of `apply` in this file: whether `factor` is passed is decided only by the
+        # calls in the run's other files (tests/rules/test_cross_file_apply.py); alone, silent.
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, factor=2.0):
+                    ctx.factor = factor
+                    return x * factor
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.factor
             """
         ),
         # classmethod forward/backward: `cls` is not an input, ctx is the second parameter.
@@ -386,6 +444,31 @@ class GradientCount(Rule):
         ),
     ]
     INVALID = [
+        # A gradient list built by appends (one per branch) and an extend: 4 for 5 inputs.
+        Invalid(
+            """
+            import torch
+
+            class PerSample(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, names, op, x, weight, bias):
+                    ctx.save_for_backward(x, weight)
+                    return op(x, weight, bias)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, weight = ctx.saved_tensors
+                    results = [None, None]
+                    if ctx.needs_input_grad[2]:
+                        results.append(grad @ weight)
+                    else:
+                        results.append(None)
+                    results.extend([None])
+                    return tuple(results)
+            """,
+            line=18,
+            message="PerSample.backward returns 4 gradients, but forward takes 5 inputs",
+        ),
         # One gradient parameter returned alone while forward takes two inputs.
         Invalid(
             """

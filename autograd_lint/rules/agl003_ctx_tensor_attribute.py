@@ -107,6 +107,28 @@ class CtxTensorAttribute(Rule):
             )
 
     VALID = [
+        # Built by appends, the gradients give `w` None in every branch: a constant here.
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, w: torch.Tensor):
+                    ctx.w = w
+                    return x * w
+
+                @staticmethod
+                def backward(ctx, g):
+                    results = []
+                    if ctx.needs_input_grad[0]:
+                        results.append(g * ctx.w)
+                    else:
+                        results.append(None)
+                    results.append(None)
+                    return tuple(results)
+            """
+        ),
         Valid(
             """
             import torch
@@ -426,6 +448,28 @@ class CtxTensorAttribute(Rule):
         ),
     ]
     INVALID = [
+        # The gradients are a tuple no literal spells: position 1 (`w`) gets one.
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, w: torch.Tensor):
+                    ctx.save_for_backward(x)
+                    ctx.w = w
+                    return x * w
+
+                @staticmethod
+                def backward(ctx, g):
+                    (x,) = ctx.saved_tensors
+                    results = [g * ctx.w]
+                    results.append((g * x).sum())
+                    return tuple(results)
+            """,
+            line=7,
+            message="Scale.forward stores tensor `w` as ctx.w; an in-place change to that input",
+        ),
         # An extension's output list kept on ctx holds the returned tensor (torch 2.13: the
         # output outlives `del` until gc.collect()).
         Invalid(

@@ -158,8 +158,30 @@ class NeedsInputGradUnused(Rule):
                     return gx, gw
             """
         ),
-        # Trap 2: a returned variable is not a tuple literal.
+        # Trap 2: a returned variable whose elements syntax can't tell (grown in a loop).
         Valid(
+            """
+            import torch
+
+            class Bmm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return torch.bmm(a, b)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    grads = []
+                    for left, right in ((grad, b.transpose(1, 2)), (a.transpose(1, 2), grad)):
+                        grads.append(torch.bmm(left, right))
+                    return tuple(grads)
+            """
+        ),
+    ]
+    INVALID = [
+        # `tuple(grads)` of a list literal: the model knows both elements.
+        Invalid(
             """
             import torch
 
@@ -174,10 +196,10 @@ class NeedsInputGradUnused(Rule):
                     a, b = ctx.saved_tensors
                     grads = [torch.bmm(grad, b.transpose(1, 2)), torch.bmm(a.transpose(1, 2), grad)]
                     return tuple(grads)
-            """
+            """,
+            line=10,
+            message="Bmm.backward computes 2 gradients with torch.bmm",
         ),
-    ]
-    INVALID = [
         Invalid(
             """
             import torch

@@ -16,15 +16,16 @@ import inspect
 import sys
 import textwrap
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Mapping, Sequence
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from autograd_lint.model.diagnostic import Diagnostic, FixSafety, Severity
 from autograd_lint.model.spec import FunctionSpec, MethodSpec, Position
 
 if TYPE_CHECKING:
+    from libcst.metadata import CodeRange
+
     from autograd_lint.model.analysis import FileAnalysis, ModuleNeed
     from autograd_lint.model.extract import ParsedUnit
     from autograd_lint.settings import Settings
@@ -124,19 +125,20 @@ class Fixer(cst.CSTTransformer):
     """Rewrites what one rule reported in a file, in the tree of the whole module.
 
     The fix pass (:mod:`autograd_lint.lint.fix`) builds one per rule and file with the
-    file's analysis and that rule's diagnostics, and visits the freshly parsed module
-    through a ``MetadataWrapper``.  A subclass rewrites only nodes that were reported
+    file's analysis and that rule's diagnostics, gives it the positions of the parsed
+    module's nodes (:attr:`table`) and visits the module.  A subclass rewrites only nodes that were reported
     (:meth:`reported`, or a ``def`` on one of :attr:`lines`), leaves anything it cannot rewrite
     for certain as it is (the diagnostic then remains), and lists the imports the new
     code needs in :attr:`needed_imports`, and the ones it may have made unused in
     :attr:`unused_imports` (removed only when nothing else uses them).
     """
 
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
     def __init__(self, analysis: "FileAnalysis", diagnostics: Sequence[Diagnostic]) -> None:
         super().__init__()
         self.analysis = analysis
+        # The positions of the visited module's nodes, set by the fix pass before the visit
+        # (:func:`autograd_lint.model.positions.positions`: what ``PositionProvider`` gives, for less).
+        self.table: Mapping[cst.CSTNode, CodeRange] = {}
         # Set by the fix pass for the fixer of a rule that ``reads_findings``:
         # what every other rule reports in the file, as ``check_findings`` gets it.
         self.findings: Callable[[], Sequence[Diagnostic]] | None = None
@@ -147,7 +149,7 @@ class Fixer(cst.CSTTransformer):
 
     def position(self, node: cst.CSTNode) -> Position:
         """Where ``node`` (of the tree being visited, not a rewritten copy) starts."""
-        start = self.get_metadata(PositionProvider, node).start
+        start = self.table[node].start
         return Position(start.line, start.column)
 
     def reported(self, node: cst.CSTNode) -> bool:

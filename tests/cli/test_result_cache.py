@@ -1,6 +1,7 @@
 """The result cache of ``check``: a warm run prints what a fresh run prints, after edits to
 the file itself and to the files its result depends on (a base class in another file, a
-custom op's registrations), under concurrent runs and with a damaged store.
+custom op's registrations, the ``apply`` calls of a Function in other files), under
+concurrent runs and with a damaged store.
 
 Output is compared byte for byte with ``--no-cache`` runs of the real command line; which
 files a run analysed again is read from discovery's rounds in-process.
@@ -35,6 +36,13 @@ OPS = (
     "@torch.library.custom_op('pkg::scale', mutates_args=())\n"
     "def scale(x: Tensor) -> Tensor:\n    return x * 2\n"
 )
+# Scale's backward returns one gradient: wrong only where apply passes the defaulted factor.
+SCALE = (
+    "import torch\n\n\nclass Scale(torch.autograd.Function):\n"
+    "    @staticmethod\n    def forward(ctx, x, factor=2.0):\n        ctx.factor = factor\n        return x * factor\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.factor\n"
+)
+CALLER = "from scale import Scale\n\n\ndef halve(x):\n    return Scale.apply(x)\n"
 FAKE = "import torch\n\n\n@torch.library.register_fake('pkg::scale')\ndef _(x):\n    return torch.empty_like(x)\n"
 
 
@@ -104,6 +112,42 @@ def test_a_registration_removed_in_another_file_changes_the_ops_file(tree: Path)
     after = same_as_fresh(tree, ".")
     assert any(line.startswith("./ops.py:") and " AGL110 " in line for line in after[1].splitlines())
     (tree / "fake.py").write_text(FAKE)
+    assert same_as_fresh(tree, ".") == before
+
+
+def test_an_edit_of_an_apply_call_in_another_file_changes_the_dependent_result(tree: Path) -> None:
+    (tree / "scale.py").write_text(SCALE)
+    (tree / "caller.py").write_text(CALLER)
+    before = same_as_fresh(tree, ".")
+    assert "scale.py" not in before[1]  # apply passes x alone: one gradient is right
+    (tree / "caller.py").write_text(CALLER.replace("apply(x)", "apply(x, 0.5)"))
+    passed = same_as_fresh(tree, ".")
+    assert "scale.py:12:9: AGL001" in passed[1] and "Scale.apply in ./caller.py:5 passes 2 inputs" in passed[1]
+    # The call moves: the message names its new line.
+    (tree / "caller.py").write_text("\n" + CALLER.replace("apply(x)", "apply(x, 0.5)"))
+    moved = same_as_fresh(tree, ".")
+    assert "./caller.py:6 passes 2 inputs" in moved[1]
+    # Calls that can't be counted decide nothing: silent again.
+    (tree / "caller.py").write_text(CALLER.replace("apply(x)", "apply(*x)"))
+    assert "scale.py" not in same_as_fresh(tree, ".")[1]
+    # Back to one input, then to two again: each result as a fresh run gives it, from the cache.
+    (tree / "caller.py").write_text(CALLER)
+    assert same_as_fresh(tree, ".") == before
+    (tree / "caller.py").write_text(CALLER.replace("apply(x)", "apply(x, 0.5)"))
+    assert same_as_fresh(tree, ".") == passed
+    assert check(".", cwd=tree) == passed
+
+
+def test_an_apply_call_in_another_file_reaches_a_custom_op_file(tree: Path) -> None:
+    # A file with custom ops has its rules run in the last round: the count reaches it there.
+    (tree / "ops.py").write_text(OPS + "\n\n" + SCALE.replace("import torch\n", ""))
+    (tree / "caller.py").write_text(CALLER.replace("from scale", "from ops"))
+    before = same_as_fresh(tree, ".")
+    assert "ops.py" not in before[1]
+    (tree / "caller.py").write_text(CALLER.replace("from scale", "from ops").replace("apply(x)", "apply(x, 0.5)"))
+    after = same_as_fresh(tree, ".")
+    assert "./ops.py:" in after[1] and "AGL001" in after[1] and "caller.py:5 passes 2 inputs" in after[1]
+    (tree / "caller.py").write_text(CALLER.replace("from scale", "from ops"))
     assert same_as_fresh(tree, ".") == before
 
 
@@ -206,3 +250,17 @@ def test_only_what_changed_and_what_depends_on_it_is_analysed_again(
     # ... moving the registration does (its place is part of what ops.py reads).
     (tree / "fake.py").write_text("\n" + FAKE)
     assert analysed(tree, monkeypatch) == ["fake.py", "ops.py"]
+    # An apply call in another file: the caller, and the Function's file in the round that
+    # gives the rules the run's counts; an edit that leaves the counts as they were, the caller only.
+    (tree / "scale.py").write_text(SCALE)
+    (tree / "caller.py").write_text(CALLER)
+    analysed(tree, monkeypatch)  # a new Function: the later rounds' gate names it, every file they read again
+    (tree / "caller.py").write_text(CALLER.replace("apply(x)", "apply(x, 0.5)"))
+    assert analysed(tree, monkeypatch) == ["caller.py", "scale.py"]
+    assert analysed(tree, monkeypatch) == []
+    (tree / "caller.py").write_text(CALLER.replace("apply(x)", "apply(x, 0.5)") + "# a comment\n")
+    assert analysed(tree, monkeypatch) == ["caller.py"]
+    (tree / "caller.py").write_text(CALLER.replace("apply(x)", "apply(x, 0.25)") + "\n\n")
+    assert analysed(tree, monkeypatch) == ["caller.py"]
+    (tree / "caller.py").write_text("\n" + CALLER.replace("apply(x)", "apply(x, 0.5)"))
+    assert analysed(tree, monkeypatch) == ["caller.py", "scale.py"]

@@ -50,6 +50,30 @@ def test_kinds_and_positions() -> None:
     assert all(u.function.name == "Fn" and u.class_methods == {"forward", "backward"} for u in found)
 
 
+def test_uses_in_decorators_and_on_continuation_lines_are_found() -> None:
+    # The walk enters only statements on a line that spells a Function's name: a
+    # decorator's line counts for its def, and every line of a statement for it.
+    found = uses(
+        """
+        def unrelated():
+            return 1
+
+        @Fn.forward(None, 1)
+        def decorated():
+            return 2
+
+        value = dict(
+            a=1,
+            b=Fn(),
+        )
+        """
+    )
+    assert [(u.kind, u.position.line) for u in found] == [
+        (UseKind.METHOD_CALL, 16),
+        (UseKind.INSTANTIATION, 22),
+    ]
+
+
 def test_shadowed_and_rebound_names_are_not_the_class() -> None:
     found = uses(
         """

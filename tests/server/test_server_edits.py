@@ -212,14 +212,28 @@ async def test_fixes_keep_the_line_endings(client: LanguageClient, tmp_path: Pat
     assert other not in fixed.replace("\r\n", "") if ending == "\r" else "\n" not in fixed.replace("\r\n", "")
 
 
+# The buffers a fix is asked for right after an edit: as written, with CRLF line ends, and
+# with form feeds (a page-break line between sections, and one inside a comment).
+AFTER_EDIT_BUFFERS = {
+    "lf": SOURCE,
+    "crlf": SOURCE.replace("\n", "\r\n"),
+    "form-feed": SOURCE.replace("import torch\n", "import torch  # page\x0cbreak\n\x0c\n", 1),
+}
+
+
 @pytest.mark.asyncio
-async def test_a_fix_asked_right_after_an_edit_is_never_for_the_old_text(client: LanguageClient, tmp_path: Path) -> None:
+@pytest.mark.parametrize("buffer", AFTER_EDIT_BUFFERS)
+async def test_a_fix_asked_right_after_an_edit_is_never_for_the_old_text(
+    client: LanguageClient, tmp_path: Path, buffer: str
+) -> None:
+    text = AFTER_EDIT_BUFFERS[buffer]
+    ending = "\r\n" if buffer == "crlf" else "\n"
     path = tmp_path / "ops.py"
-    diagnostics = await open_document(client, path, SOURCE)
+    diagnostics = await open_document(client, path, text)
     agl009 = next(d for d in diagnostics if d.code == "AGL009")
-    edited = "# a new first line\n" + SOURCE
+    edited = text
     for version in range(2, 12):
-        edited = "# a new first line\n" + edited
+        edited = "# a new first line" + ending + edited
         if version == 11:
             # Listen before the last edit: its diagnostics may be published while the actions below are answered.
             last = asyncio.ensure_future(published(client, path.as_uri(), 11))
