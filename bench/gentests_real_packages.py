@@ -143,7 +143,8 @@ def gen_tests(source: Path, package: Package, out: Path, inputs: Path, config: P
     return (result.stdout + result.stderr).strip().splitlines()[-1]
 
 
-def run_suite(python: Path, suite: Path, report: Path) -> tuple[dict[str, Counter[str]], list[str], float]:
+def run_suite(python: Path, suite: Path, report: Path,
+              timeout: float = TEST_TIMEOUT) -> tuple[dict[str, Counter[str]], list[str], float]:
     """Per-Function outcome counts, the failing node ids with their first message line, wall time.
 
     An expected failure (xfail: gradcheck of a Function whose backward plainly is not
@@ -155,9 +156,9 @@ def run_suite(python: Path, suite: Path, report: Path) -> tuple[dict[str, Counte
     try:
         subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite),
                         f"--junitxml={report}"], capture_output=True, text=True, env=environment(),
-                       timeout=TEST_TIMEOUT)
+                       timeout=timeout)
     except subprocess.TimeoutExpired:  # no report is written: the row says so, the other packages still run
-        return outcomes, [f"the suite did not finish within {TEST_TIMEOUT} s"], time.perf_counter() - start
+        return outcomes, [f"the suite did not finish within {timeout} s"], time.perf_counter() - start
     elapsed = time.perf_counter() - start
     for case in ElementTree.parse(report).iter("testcase"):
         function = case.get("classname", "").rsplit(".", 1)[-1].removeprefix("Test")
@@ -227,6 +228,28 @@ def record(python: Path, package: Package, sources: Path, work: Path, recording:
     return " / ".join(summaries)
 
 
+def trim_recording(recording: Path, per_function: int) -> None:
+    """Keep, in ``recording``, the ``per_function`` smallest cases of each Function (by recorded elements):
+    a bound for a package whose full recorded suite does not finish in time (pypose: 30 min)."""
+    data = json.loads(recording.read_text())
+
+    def size(case: dict) -> int:
+        shapes = [arg["tensor"].get("shape", []) for arg in case.get("args", []) if isinstance(arg, dict)
+                  and isinstance(arg.get("tensor"), dict)]
+        total = 0
+        for shape in shapes:
+            count = 1
+            for extent in shape:
+                count *= max(int(extent), 1)
+            total += count
+        return total
+
+    for entry in data.get("functions", {}).values():
+        if isinstance(entry, dict) and isinstance(entry.get("cases"), list):
+            entry["cases"] = sorted(entry["cases"], key=size)[:per_function]
+    recording.write_text(json.dumps(data))
+
+
 def agl009_cross_check(sources: Path, package: Package, outcomes: dict[str, dict[str, Counter[str]]]) -> list[str]:
     """Where the generated gradgradcheck and the static rule AGL009 disagree about a Function.
 
@@ -292,6 +315,10 @@ def main() -> int:
                         help="cross-check failing gradgradchecks with the static rule AGL009")
     parser.add_argument("--reuse-recording", action="store_true",
                         help="with recording: use the recording of an earlier run in --work when there is one")
+    parser.add_argument("--suite-timeout", type=float, default=TEST_TIMEOUT,
+                        help="seconds a generated suite may run (default %(default)s)")
+    parser.add_argument("--cases-per-function", type=int, default=None,
+                        help="with recording: keep only this many of each Function's recorded cases, the smallest")
     args = parser.parse_args()
     python = args.venv / "bin" / "python"
     sources = site_packages(args.venv)
@@ -318,10 +345,15 @@ def main() -> int:
                 details.append(f"{package.name} own tests: not run again, recording {recording} reused")
             else:
                 details.append(f"{package.name} own tests: {record(python, package, sources, args.work, recording)}")
+            if mode == "with" and args.cases_per_function and recording.exists():
+                trim_recording(recording, args.cases_per_function)
+                details.append(f"{package.name}: recording trimmed to the {args.cases_per_function} smallest "
+                               "case(s) of each Function")
             suite = args.work / f"{package.name}-{mode}"
             summary = gen_tests(sources, package, suite, recording, config)
             details.append(f"{package.name} {mode} recording: {summary}")
-            outcomes, failures, elapsed = run_suite(python, suite, args.work / f"{package.name}-{mode}.xml")
+            outcomes, failures, elapsed = run_suite(python, suite, args.work / f"{package.name}-{mode}.xml",
+                                                 args.suite_timeout)
             counts = classify(outcomes)
             cells.append(f"{counts['ran']} / {counts['passed']} / {counts['failed']} / {counts['skipped']}")
             times.append(f"{elapsed:.1f} s")

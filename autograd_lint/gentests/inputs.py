@@ -54,6 +54,8 @@ class TensorInput:
     subclass: str | None = None
     # A searched tensor's least number of dimensions, from forward's use of it (:func:`.param_uses.parameter_ranks`).
     rank: int | None = None
+    # (dim, size) pairs a searched tensor's dimensions must have (:func:`.param_uses.parameter_sizes`).
+    sizes: tuple[tuple[int, int], ...] = ()
 
     @property
     def is_differentiable(self) -> bool:
@@ -322,6 +324,7 @@ def _parameter_inputs(
     params: tuple[Param, ...], default_source: dict[str, str | None], shaped: bool,
     never_differentiated: frozenset[int] = frozenset(), kinds: dict[str, Kind] | None = None,
     uses: Mapping[str, str] | None = None, ranks: Mapping[str, int] | None = None,
+    sizes: Mapping[str, tuple[tuple[int, int], ...]] | None = None,
 ) -> list[Input] | str:
     """Inputs for ``params``, or a reason why they can't be given.
 
@@ -338,7 +341,7 @@ def _parameter_inputs(
     tensor; else a float 0-d tensor), one used through other tensor attributes is a
     tensor even where backward never differentiates it (then without gradient).
     ``ranks`` (:func:`.param_uses.parameter_ranks`) give a searched tensor its least
-    number of dimensions.
+    number of dimensions, ``sizes`` (:func:`.param_uses.parameter_sizes`) the sizes of single dimensions.
     """
     kinds = kinds or {}
     uses = uses or {}
@@ -346,6 +349,10 @@ def _parameter_inputs(
     inputs = _unranked_inputs(params, default_source, shaped, never_differentiated, kinds, uses)
     if isinstance(inputs, str):
         return inputs
+    sizes = sizes or {}
+    inputs = [replace(arg, sizes=sizes[param.name])
+              if isinstance(arg, TensorInput) and arg.shape is None and param.name in sizes else arg
+              for param, arg in zip(params, inputs)]
     return [replace(arg, rank=ranks[param.name])
             if isinstance(arg, TensorInput) and arg.shape is None and ranks.get(param.name, 0) > 1 else arg
             for param, arg in zip(params, inputs)]
@@ -407,12 +414,14 @@ def choose_inputs(
     default_source: dict[str, str | None],
     uses: Mapping[str, str] | None = None,
     ranks: Mapping[str, int] | None = None,
+    sizes: Mapping[str, tuple[tuple[int, int], ...]] | None = None,
 ) -> FunctionInputs:
     """The input cases of ``spec`` from the most preferred source that has any.
 
     ``default_source`` maps each forward parameter with a default to the source of
     that default when it is a literal (None otherwise), see :func:`.literals.default_sources`.
-    ``uses`` and ``ranks`` are :func:`.param_uses.parameter_uses` and ``parameter_ranks`` of ``spec``.  An input whose
+    ``uses``, ``ranks`` and ``sizes`` are :func:`.param_uses.parameter_uses`, ``parameter_ranks`` and
+    ``parameter_sizes`` of ``spec``.  An input whose
     gradient every ``return`` of backward spells ``None`` never requires grad, in
     any case: backward does not differentiate it by design (a mask, a fixed filter).
     """
@@ -430,7 +439,8 @@ def choose_inputs(
     if not isinstance(annotated, str):
         return FunctionInputs(Origin.STATIC, (normalise_case(tuple(annotated)),))
     searched = _parameter_inputs(params, default_source, shaped=False,
-                                 never_differentiated=never, kinds=parameter_kinds(spec), uses=uses, ranks=ranks)
+                                 never_differentiated=never, kinds=parameter_kinds(spec), uses=uses, ranks=ranks,
+                                 sizes=sizes)
     if isinstance(searched, str):
         return FunctionInputs(Origin.NONE, (), searched)
     return FunctionInputs(Origin.SEARCH, (normalise_case(tuple(searched)),))

@@ -11,7 +11,8 @@ Read from the source of ``forward`` (and ``setup_context``) alone; nothing here 
   (``p[:, :, None]``): a tensor, never a number.
 
 :func:`parameter_ranks` reads, from the same source, the least number of
-dimensions forward's use of a tensor parameter implies (see there).
+dimensions forward's use of a tensor parameter implies, :func:`parameter_sizes`
+the sizes of single dimensions it fixes (see there).
 """
 
 from __future__ import annotations
@@ -135,10 +136,7 @@ def parameter_ranks(spec: FunctionSpec, lines: Sequence[str]) -> dict[str, int]:
 
 
 def _rank_evidence(tree: ast.FunctionDef, names: set[str]) -> dict[str, int]:
-    reassigned: dict[str, int] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in names:
-            reassigned[node.id] = min(node.lineno, reassigned.get(node.id, node.lineno))
+    reassigned = _first_assignments(tree, names)
     found: dict[str, int] = {}
 
     def note(name_node: ast.expr, rank: int | None) -> None:
@@ -170,6 +168,63 @@ def _rank_evidence(tree: ast.FunctionDef, names: set[str]) -> dict[str, int]:
             elif node.args and dim is not None and any(k.arg in ("dim", "axis") for k in node.keywords):
                 note(node.args[0], _rank_of_index(dim))
     return found
+
+
+def parameter_sizes(spec: FunctionSpec, lines: Sequence[str]) -> dict[str, tuple[tuple[int, int], ...]]:
+    """Sizes of single dimensions forward's (and ``setup_context``'s) source fixes, as (dim, size) pairs.
+
+    Evidence: the parts of a tensor parameter unbound along a literal dimension and
+    unpacked into ``n`` names (``lh, hl, hh = torch.unbind(highs, dim=2)``,
+    ``re, im = x.unbind(-1)``): that dimension has ``n`` elements, else the
+    unpacking raises.  Read, as ranks are, before the name is assigned again.
+    """
+    params = spec.forward_inputs
+    if params is None:
+        return {}
+    names = {param.name for param in params}
+    sizes: dict[str, dict[int, int]] = {}
+    for method_name in ("forward", "setup_context"):
+        method = spec.method(method_name)
+        tree = method_ast(method, lines) if method is not None else None
+        reassigned = _first_assignments(tree, names) if tree is not None else {}
+        for node in ast.walk(tree) if tree is not None else ():
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)
+                    and not any(isinstance(e, ast.Starred) for e in node.targets[0].elts)):
+                continue
+            unbound = _unbound(node.value)
+            if unbound is None or unbound[0].id not in names \
+                    or unbound[0].lineno > reassigned.get(unbound[0].id, unbound[0].lineno):
+                continue
+            sizes.setdefault(unbound[0].id, {})[unbound[1]] = len(node.targets[0].elts)
+    return {name: tuple(sorted(found.items())) for name, found in sizes.items()}
+
+
+def _unbound(value: ast.expr) -> tuple[ast.Name, int] | None:
+    """(tensor, literal dim) of ``torch.unbind(p, dim=k)``, ``p.unbind(k)`` and the like, or None."""
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute) or value.func.attr != "unbind":
+        return None
+    dims = [k.value for k in value.keywords if k.arg == "dim"]
+    owner: ast.expr = value.func.value
+    positional = list(value.args)
+    if isinstance(owner, ast.Name) and owner.id == "torch":
+        if not positional:
+            return None
+        owner = positional.pop(0)
+    dim_node = dims[0] if dims else positional[0] if positional else ast.Constant(0)
+    rank = _rank_of_index(dim_node)
+    if not isinstance(owner, ast.Name) or rank is None:
+        return None
+    negative = isinstance(dim_node, ast.UnaryOp) and isinstance(dim_node.op, ast.USub)
+    return owner, -rank if negative else rank - 1
+
+
+def _first_assignments(tree: ast.FunctionDef, names: set[str]) -> dict[str, int]:
+    """The line where each of ``names`` is first assigned again in ``tree``."""
+    first: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in names:
+            first[node.id] = min(node.lineno, first.get(node.id, node.lineno))
+    return first
 
 
 def _is_constant(node: ast.expr, value: object) -> bool:

@@ -103,6 +103,8 @@ def _input_source(arg: Input) -> str:
         if arg.shape is None:
             if arg.rank is not None:
                 options += f", rank={arg.rank}"
+            if arg.sizes:
+                options += f", sizes={arg.sizes!r}"
             return f"any_tensor({options.lstrip(', ')})"
         shape = "(" + ", ".join(map(str, arg.shape)) + ("," if len(arg.shape) == 1 else "") + ")"
         return f"tensor({shape}{options})"

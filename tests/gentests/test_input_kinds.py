@@ -6,7 +6,7 @@ import textwrap
 
 from autograd_lint.gentests.inputs import InputCase, ScalarInput, TensorInput, choose_inputs
 from autograd_lint.gentests.literals import default_sources
-from autograd_lint.gentests.param_uses import parameter_ranks, parameter_uses
+from autograd_lint.gentests.param_uses import parameter_ranks, parameter_sizes, parameter_uses
 from autograd_lint.model.analysis import analyze
 from autograd_lint.model.source import SourceFile
 from autograd_lint.settings import Settings
@@ -138,6 +138,22 @@ def test_forward_s_indexing_unpacking_and_dimensions_give_a_searched_tensor_its_
     assert h0 == TensorInput(None, requires_grad=False, rank=3)
     assert h1 == TensorInput(None, requires_grad=False, rank=2)
     assert isinstance(mode, ScalarInput)
+
+
+def test_a_tensor_unbound_into_named_parts_has_that_many_elements_along_the_dimension() -> None:
+    # pytorch-wavelets' SFB2D: `lh, hl, hh = torch.unbind(highs, dim=2)`: highs.shape[2] is 3.
+    (analysis, bands), lines = _specs(FILTER_BANK)
+    assert parameter_sizes(bands, lines) == {"highs": ((2, 3),)}
+    assert parameter_sizes(analysis, lines) == {}
+    text = "import torch\nclass F(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, z, w):\n" \
+           "        re, im = z.unbind(-1)\n        w = w * 2\n        a, b = w.unbind(0)\n        return re + im\n" \
+           "    @staticmethod\n    def backward(ctx, grad):\n        return grad, grad\n"
+    (spec,), lines = _specs(text)
+    # w's unbinding reads the new w, not the argument.
+    assert parameter_sizes(spec, lines) == {"z": ((-1, 2),)}
+    (case,) = choose_inputs(spec, [], [], default_sources(spec), parameter_uses(spec, lines),
+                            parameter_ranks(spec, lines), parameter_sizes(spec, lines)).cases
+    assert case.args[0] == TensorInput(None, sizes=((-1, 2),))
 
 
 def test_a_gradient_tuple_built_from_a_repeated_none_tuple_marks_those_inputs_never_differentiated() -> None:

@@ -284,6 +284,30 @@ def test_a_double_backward_failure_that_follows_from_the_first_derivative_names_
     assert "first-order" not in str(failure.value) and "@once_differentiable" in str(failure.value)
 
 
+def test_a_first_order_comparison_cut_off_by_the_time_limit_still_names_the_declaration() -> None:
+    # pypose's recorded 20x8 cases on a loaded machine: gradgradcheck failed, then the limit stopped the
+    # first-order comparison; the line says it was not compared, and which declaration applies if it differs.
+    import time
+
+    from autograd_lint.gentests.runtime import budget, gradchecks
+
+    x = torch.rand(3, dtype=torch.float64, requires_grad=True)
+    previous = budget._deadline[0]
+    budget._deadline[0] = time.monotonic() - 1
+    try:
+        line = gradchecks._first_order_differs(lambda x: _over_budget_exp(x), (x,), 1e-5, 1e-3, {})
+    finally:
+        budget._deadline[0] = previous
+    assert line.startswith("first-order: not compared") and "# autograd-lint: surrogate-gradient" in line
+
+
+def _over_budget_exp(x):
+    from autograd_lint.gentests.runtime.budget import stop_if_over_budget
+
+    stop_if_over_budget()  # as every call of a Function under the harness does
+    return TangentExp.apply(x)
+
+
 class Tolerance(torch.autograd.Function):
     """snntorch's SpikeTime.Tolerance: elements within 0.5 of the target become the target; every gradient passes."""
 

@@ -58,6 +58,80 @@ def test_lifted_plans_follow_the_errors_torch_and_python_raise() -> None:
     assert arguments.lifted_plans(((2, 3, 4, 4),), "not enough values to unpack (expected 3, got 2)") == []
 
 
+def _row_filter(x, h):
+    """A helper of another module, as pytorch-wavelets' rowfilter: the filter bank's shape (1, 1, L, 1)
+    is read here only (``h.shape[2]``, ``repeat`` to the channels), never in forward's source."""
+    batch, channels, rows, columns = x.shape
+    m = h.shape[2] // 2
+    weight = h.transpose(2, 3).repeat(channels, 1, 1, 1)
+    return torch.nn.functional.conv2d(x, weight, groups=channels, padding=(0, m))
+
+
+class RowFilter(torch.autograd.Function):
+    """A batch of images filtered along rows by a fixed filter bank backward never differentiates."""
+
+    @staticmethod
+    def forward(ctx, x, h):
+        ctx.save_for_backward(h)
+        return _row_filter(x, h)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (h,) = ctx.saved_tensors
+        return _row_filter(grad, h.flip(2)), None
+
+
+class Synthesis(torch.autograd.Function):
+    """Bands stacked along dimension 2, each filtered (pytorch-wavelets' SFB2D): `lo, hi = unbind(bands, dim=2)`."""
+
+    @staticmethod
+    def forward(ctx, bands, h):
+        lo, hi = torch.unbind(bands, dim=2)
+        ctx.save_for_backward(h)
+        return _row_filter(lo, h) + hi
+
+    @staticmethod
+    def backward(ctx, grad):
+        (h,) = ctx.saved_tensors
+        return torch.stack((_row_filter(grad, h.flip(2)), grad), dim=2), None
+
+
+def test_a_filter_bank_reshaped_in_a_helper_is_found_from_the_convolution_s_error() -> None:
+    # conv2d's "weight of size [6, 3, 4, 4], expected input[2, 3, 4, 4] to have 9 channels": the fixed
+    # tensor becomes a filter of one channel, odd length first; the data keeps its shape.
+    case = Case((any_tensor(), any_tensor(requires_grad=False)))
+    x, h = harness.make_args(RowFilter, case)
+    assert x.shape == (2, 3, 4, 4) and h.shape == (1, 1, 5, 1)
+    harness.check_gradcheck(RowFilter, case)
+
+
+def test_a_tensor_unbound_into_data_gets_one_more_dimension_beside_filters() -> None:
+    case = Case((any_tensor(rank=3, sizes=((2, 2),)), any_tensor(requires_grad=False)))
+    bands, h = harness.make_args(Synthesis, case)
+    assert bands.shape == (2, 3, 2, 4, 4) and h.shape == (1, 1, 5, 1)
+    harness.check_gradcheck(Synthesis, case)
+
+
+def test_filter_plans_follow_convolution_and_reshape_errors() -> None:
+    plan = ((2, 3, 4, 4), (3, 4), (3, 4))
+    conv = ("raised RuntimeError: Given groups=3, weight of size [6, 3, 4, 4], expected input[2, 3, 4, 4] "
+            "to have 9 channels, but got 3 channels instead")
+    assert arguments.filter_plans(plan, conv) == [((2, 3, 4, 4), (1, 1, 5, 1), (1, 1, 5, 1)),
+                                                  ((2, 3, 4, 4), (1, 1, 4, 1), (1, 1, 4, 1))]
+    # The fixed tensors are the filters; the other data get the weight's number of dimensions.
+    assert arguments.filter_plans(((3, 4), (3, 4), (3, 4)), conv, fixed=[False, False, True])[0] == (
+        (2, 3, 4, 4), (2, 3, 4, 4), (1, 1, 5, 1))
+    # A conv1d weight: filters of three dimensions.
+    conv1d = "Given groups=3, weight of size [6, 3, 4], expected input[2, 3, 4] to have 9 channels, but got 3"
+    assert arguments.filter_plans(((2, 3, 4), (2, 3, 4)), conv1d)[0] == ((2, 3, 4), (1, 1, 5))
+    # `ha.reshape(1, 1, 1, m)` of a filter of m = 4 elements read from elsewhere.
+    reshape = "raised RuntimeError: shape '[1, 1, 1, 4]' is invalid for input of size 96"
+    assert arguments.filter_plans(((2, 3, 4, 4),) * 3, reshape) == [((2, 3, 4, 4), (1, 1, 4, 1), (1, 1, 4, 1))]
+    assert arguments.filter_plans(plan, "raised RuntimeError: shape '[3, 40]' is invalid for input of size 96") == []
+    assert arguments.filter_plans(((2, 3, 4, 4),), conv) == []
+    assert arguments.filter_plans(plan, "raised RuntimeError: mat1 and mat2 shapes cannot be multiplied") == []
+
+
 class Rotate(torch.autograd.Function):
     """A unit quaternion (last dimension 4) acting on points (last dimension 3), as pypose's SO3_Act."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -177,6 +178,20 @@ def ranked_shape(rank: int) -> tuple[int, ...]:
     return _RANKED_SHAPES.get(rank) or (2, 3) + (2,) * (rank - 4) + (4, 4)
 
 
+def with_sizes(plan: tuple[tuple[int, ...], ...],
+               sizes: Sequence[tuple[tuple[int, int], ...]]) -> tuple[tuple[int, ...], ...]:
+    """``plan`` with each tensor's dimensions of a known size (:attr:`TensorInput.sizes`) given that size,
+    where the shape has that dimension."""
+    sized = []
+    for shape, known in zip(plan, sizes):
+        dims = list(shape)
+        for dim, size in known:
+            if -len(dims) <= dim < len(dims):
+                dims[dim] = size
+        sized.append(tuple(dims))
+    return tuple(sized) + plan[len(sized):]
+
+
 def search_shape_plans(count: int, ranks: Sequence[int | None] = ()) -> list[tuple[tuple[int, ...], ...]]:
     """Candidate shapes for ``count`` searched tensors, most common layouts first.
 
@@ -222,6 +237,54 @@ _RANK_ERRORS = (
     (re.compile(r"Expected (?:\d+D \(unbatched\) or )?(\d+)D"), lambda m: int(m[1])),
 )
 MAX_RANK = 6
+
+
+# torch's convolutions on a weight whose channel dimensions do not fit the input:
+# "Given groups=3, weight of size [6, 3, 4, 4], expected input[2, 3, 4, 4] to have 9 channels, but got 3 ...".
+_CONV_WEIGHT_ERROR = re.compile(r"weight of size \[([\d, ]+)\], expected input\[[\d, ]+\] to have \d+ channels")
+# A filter read as a vector and reshaped to one axis of another rank ("shape '[1, 1, 1, 4]' is invalid for
+# input of size 96": pytorch-wavelets' ``ha.reshape(1, 1, 1, m)`` with ``m = ha.shape[2]``).
+_FILTER_RESHAPE_ERROR = re.compile(r"shape '\[([\d, ]+)\]' is invalid for input of size \d+")
+# Lengths of a filter: odd (centred, "same" padding) first, then even (the other half of a filter bank).
+FILTER_LENGTHS = (5, 4)
+
+
+def filter_plans(plan: tuple[tuple[int, ...], ...], error: str, fixed: Sequence[bool] = (),
+                 stacked: Sequence[bool] = ()) -> list[tuple[tuple[int, ...], ...]]:
+    """``plan`` with filters where forward's ``error`` says a convolution got a weight of the wrong shape, else [].
+
+    A convolution whose weight's channels do not fit the input (the error prints
+    the weight's size, so its number of dimensions), or a reshape of a filter to
+    one axis of a few elements, is given filters: the tensors backward never
+    differentiates (``fixed``; if none or all are, every tensor but the first)
+    become filters of that many dimensions, the others data of at least as many
+    (one more for a tensor forward unbinds into parts, ``stacked``: each part is data).
+    A filter has every size 1 but one, of length :data:`FILTER_LENGTHS` (or the
+    reshape's): ``(1, 1, 5, 1)``, one channel in and out, which ``repeat`` or
+    ``expand`` to the input's channels and any grouping accept (pytorch-wavelets'
+    filter banks, reshaped in helpers of another module that forward's source
+    does not show).
+    """
+    conv = _CONV_WEIGHT_ERROR.search(error)
+    reshape = _FILTER_RESHAPE_ERROR.search(error)
+    match = conv or reshape
+    if match is None or len(plan) < 2:
+        return []
+    sizes = [int(size) for size in match[1].split(",")]
+    rank, lengths = len(sizes), FILTER_LENGTHS
+    if conv is None:
+        length = math.prod(sizes)
+        if not 1 < length <= max(FILTER_LENGTHS) or sizes.count(length) != 1:
+            return []
+        lengths = (length,)
+    if not 3 <= rank <= MAX_RANK:
+        return []
+    is_filter = list(fixed) if any(fixed) and not all(fixed) else [False] + [True] * (len(plan) - 1)
+    least = [rank + 1 if index < len(stacked) and stacked[index] else rank for index in range(len(plan))]
+    data = [shape if len(shape) >= needed else ranked_shape(needed) for shape, needed in zip(plan, least)]
+    lifted = [tuple(filter_shape if to_filter else shape for shape, to_filter in zip(data, is_filter))
+              for filter_shape in ((1, 1, length) + (1,) * (rank - 3) for length in lengths)]
+    return [candidate for candidate in lifted if candidate != plan]
 
 
 def lifted_plans(plan: tuple[tuple[int, ...], ...], error: str) -> list[tuple[tuple[int, ...], ...]]:

@@ -114,6 +114,8 @@ def any_scalar() -> ScalarInput:
     return ScalarInput()
 
 
-def any_tensor(dtype: str = "float64", requires_grad: bool = True, rank: int | None = None) -> TensorInput:
-    """A tensor argument whose shape is searched for at run time (with at least ``rank`` dimensions first)."""
-    return TensorInput(None, dtype, "cpu", requires_grad, rank=rank)
+def any_tensor(dtype: str = "float64", requires_grad: bool = True, rank: int | None = None,
+               sizes: tuple[tuple[int, int], ...] = ()) -> TensorInput:
+    """A tensor argument whose shape is searched for at run time (with at least ``rank`` dimensions first,
+    and the size of each (dim, size) pair in ``sizes`` wherever it has that dimension)."""
+    return TensorInput(None, dtype, "cpu", requires_grad, rank=rank, sizes=tuple(sizes))

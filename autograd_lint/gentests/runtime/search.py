@@ -22,9 +22,11 @@ from autograd_lint.gentests.runtime.arguments import (
     SCALAR_CANDIDATES,
     SEED,
     build_args,
+    filter_plans,
     lifted_plans,
     search_candidates,
     search_shape_plans,
+    with_sizes,
 )
 from autograd_lint.gentests.runtime.budget import stop_if_over_budget
 from autograd_lint.gentests.runtime.cases import Case, OnClones
@@ -226,19 +228,24 @@ def _search(function: Any, case: Case) -> Resolution | None:
     vector was meant); when backward runs on none, the forward's choice still lets
     the checks report what goes wrong in it.  Where forward's error says a tensor
     needs more dimensions (see :func:`.arguments.lifted_plans`), the plan with more
-    is tried next.
+    is tried next; where it says a convolution got a weight of the wrong shape,
+    the plan with filters (:func:`.arguments.filter_plans`).
     """
     forward_only: Resolution | None = None
     searched = [a.rank for a in case.args if isinstance(a, TensorInput) and a.shape is None]
+    sizes = [a.sizes for a in case.args if isinstance(a, TensorInput) and a.shape is None]
+    fixed = [not a.requires_grad for a in case.args if isinstance(a, TensorInput) and a.shape is None]
     plans = collections.deque(search_shape_plans(len(searched), searched) if searched else [()])
     seen = set(plans)
     scalar_count = sum(1 for a in case.args if isinstance(a, ScalarInput))
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
     # Shapes and numbers rejected for their shapes: other value domains would not help.
     rejected_shapes: set[tuple[Any, ...]] = set()
-    lifts = 0
+    lifts = filters = 0
     while plans:
-        for plan, scalars, domain in search_candidates([plans.popleft()], scalar_choices, case.domains):
+        # Dimensions of a size forward's source fixes have it in every plan (see .param_uses.parameter_sizes).
+        for plan, scalars, domain in search_candidates([with_sizes(plans.popleft(), sizes)], scalar_choices,
+                                                       case.domains):
             if (plan, scalars) in rejected_shapes:
                 continue
 
@@ -252,11 +259,15 @@ def _search(function: Any, case: Case) -> Resolution | None:
                 _refused.setdefault((function, repr(case)), rejection)
                 if rejection.startswith("raised ") and _about_shapes(rejection.removeprefix("raised ")):
                     rejected_shapes.add((plan, scalars))
-                for lifted in lifted_plans(plan, rejection) if lifts < _MAX_LIFTS else ():
+                # Next, in the order given; filters (a convolution's error) apart, as they need lifts first.
+                more = lifted_plans(plan, rejection) if lifts < _MAX_LIFTS else []
+                wanted = filter_plans(plan, rejection, fixed, [bool(known) for known in sizes]) if filters < _MAX_LIFTS else []
+                for lifted in reversed(more + wanted):
                     if lifted not in seen:
                         seen.add(lifted)
                         plans.appendleft(lifted)
-                        lifts += 1
+                        lifts += lifted in more
+                        filters += lifted in wanted
                 continue
             untestable = _untestable(function, build)
             if untestable is not None:
