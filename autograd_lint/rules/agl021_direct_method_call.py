@@ -186,6 +186,30 @@ class DirectMethodCall(Rule):
                     return Fused.forward(None, x)
             """
         ),
+        # A guarded direct call whose forward does use its ctx (given a stand-in): the guard
+        # alone exempts it, autograd being off (torch 2.13 ran it and returned x * 2).
+        Valid(
+            """
+            import types
+
+            import torch
+
+            class Scaled(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.scale = 2
+                    return x * ctx.scale
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.scale
+
+            def scaled(x):
+                if not torch.is_grad_enabled():
+                    return Scaled.forward(types.SimpleNamespace(), x)
+                return Scaled.apply(x)
+            """
+        ),
         # A subclass calling its base's forward, and one Function reusing another's backward.
         Valid(
             """

@@ -84,6 +84,28 @@ def test_a_dimension_saved_for_backward_and_read_there_with_item_is_a_0d_integer
     assert case.args[1] == TensorInput((), "int64", requires_grad=False, values=(1,))
 
 
+def test_a_tensor_used_as_one_in_forward_is_an_integer_when_backward_reads_it_as_a_number() -> None:
+    # `scale.to(...)` in forward says only "a tensor"; `.item()` in backward says which: a 0-d
+    # integer tensor (an `.item()` of a larger tensor raises).
+    text = textwrap.dedent('''
+        import torch
+
+
+        class Repeat(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, times):
+                ctx.save_for_backward(times)
+                return x * times.to(x.dtype)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (times,) = ctx.saved_tensors
+                return grad_output * times.item(), None
+    ''')
+    (spec,) = analyze(SourceFile("m.py", text, "m"), {}, Settings()).functions
+    assert parameter_uses(spec, text.splitlines())["times"] == "integer"
+
+
 FILTER_BANK = '''
 import torch
 

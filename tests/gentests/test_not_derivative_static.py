@@ -150,3 +150,34 @@ def test_random_numbers_in_backward_are_a_sampled_gradient() -> None:
     """)
     reason = sampled_gradient(spec, lines)
     assert reason is not None and "multinomial, line 13" in reason
+
+
+def test_a_straight_through_estimator_is_told_from_its_one_gradient_parameter() -> None:
+    """backward's gradients are its parameters after ctx: one here, so the step's own reason."""
+    spec, lines = _spec("""
+        class Round(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return torch.round(x)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad
+    """)
+    reason = not_the_derivative(spec, lines)
+    assert reason is not None and "straight-through estimator" in reason
+
+
+def test_a_view_as_another_input_is_not_an_identity() -> None:
+    """``x.view_as(y)`` has y's shape: not forward returning x unchanged, so nothing is claimed."""
+    spec, lines = _spec("""
+        class Like(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y):
+                return x.view_as(y)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return None, grad
+    """)
+    assert not_the_derivative(spec, lines) is None

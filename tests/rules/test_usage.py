@@ -211,3 +211,15 @@ def test_duplicate_name_gate_is_a_scan_of_top_level_arguments() -> None:
     assert not _duplicate_name_argument("a[x, x], b)", 0)
     assert not _duplicate_name_argument("x, x.clone())", 0)
     assert not _duplicate_name_argument("x, None, None, False, False)", 0)  # keywords
+
+
+def test_container_gate_is_a_scan_of_top_level_arguments() -> None:
+    """The text gate that makes a whole-module parse: an argument opening with a bracket, or a
+    list longer than the scan reads; a closed list of plain arguments does not."""
+    from autograd_lint.model.analysis import _ARGUMENTS_SCAN_LIMIT, _container_argument
+
+    assert _container_argument("x, (y, z))", 0)
+    assert _container_argument(" [x] )", 0)
+    assert not _container_argument("x, y.clone(), f(z))", 0)
+    assert not _container_argument("x, y)" + " " * _ARGUMENTS_SCAN_LIMIT, 0)
+    assert _container_argument("x, " * _ARGUMENTS_SCAN_LIMIT + "y)", 0)  # cut: not seen to end
