@@ -15,20 +15,32 @@ under ``from __future__ import annotations``: equivalent mutants), swaps of a si
 bare ``*`` and mutants that do not compile (which any test run would count as killed).  So a shard runs in
 minutes on two shared cores; ``--sample 0`` runs every site.
 
+``--whole-area AREA`` scores an area of issue 26 as a whole instead: every module of the area
+(``AREAS``) is listed, ``--sample`` sites are drawn across all of them, proportionally to each
+module's number of sites, and each mutant runs the area's test files; the score is printed
+with its 95% (Wilson) interval and the survivors, and every outcome goes to
+``bench/mutation_results/area.<area>.seed<seed>.json``.  Here the bench applies each mutant
+itself (cosmic-ray makes the mutated text), with a limit of three times the unmutated run.
+
 Not part of CI: the copy and the test runs are slow by nature.  Needs the ``mutation``
 extra (``pip install -e ".[mutation,test]"``).  Run it niced on a shared machine::
 
     nice -n 15 python bench/mutation.py --area model --sample 25
     nice -n 15 python bench/mutation.py --module autograd_lint/lint/baseline.py --sample 0
+    nice -n 15 python bench/mutation.py --whole-area rules --sample 40 --seed 26
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import difflib
+import importlib.util
 import json
+import math
 import os
 import random
+import signal
 import shutil
 import sqlite3
 import subprocess
@@ -98,6 +110,66 @@ SHARDS = (
                  "read_code_runs", "_merge_into")),
     Shard("coverage", "autograd_lint/coverage/coverage_data.py",
           ("tests/coverage/test_report_unit.py",), scope=("parallel_files", "lines_saved_since", "_running")),
+)
+
+
+@dataclass(frozen=True)
+class Area:
+    """One area of issue 26 as a whole: every module in it, and the test files that cover it."""
+
+    name: str
+    modules: tuple[str, ...]  # files, or folders meaning every .py file below them
+    tests: tuple[str, ...]
+    # Modules below ``modules`` that belong to another side or face (named with the reason in
+    # docs/testing.md): the run-time half of gentests and coverage, the language server.
+    left_out: tuple[str, ...] = ()
+    # Per module, the top-level functions and classes whose sites are mutated (report.py also
+    # holds the run-time counting); a module not named here is mutated everywhere.
+    scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    select: str | None = None  # a pytest -k expression: leaves out the tests too slow to run per mutant
+
+
+# The five areas of issue 26's "done when".  Test files are listed fastest-first where that
+# does not matter and the broadest first where it does (-x stops at the first failure).
+AREAS = (
+    Area("model", ("autograd_lint/model",),
+         ("tests/rules/test_rule_examples.py", "tests/model/test_semantic.py", "tests/model/test_semantic_queries.py",
+          "tests/model/test_opaque.py", "tests/model/test_traverse.py", "tests/model/test_new_syntax.py",
+          "tests/model/test_rounds.py", "tests/model/test_discovery.py", "tests/model/test_positions.py",
+          "tests/rules/test_usage.py")),
+    Area("rules", ("autograd_lint/rules",),
+         ("tests/rules/test_rule_examples.py", "tests/rules/test_agl003_allowlist.py",
+          "tests/rules/test_gradient_given.py", "tests/rules/test_issue23_consequences.py",
+          "tests/rules/test_tolist_in_backward.py", "tests/rules/test_usage.py", "tests/rules/test_vjp_spelling.py")),
+    # test_adoption.py (--add-noqa, --statistics; about 2 minutes here) only for its noqa and
+    # statistics tests.
+    Area("lint", ("autograd_lint/lint",),
+         ("tests/cli/test_check_command.py", "tests/cli/test_output_formats.py", "tests/cli/test_ci_formats.py",
+          "tests/cli/test_selection.py", "tests/cli/test_baseline.py", "tests/cli/test_noqa_comments.py",
+          "tests/cli/test_fix.py", "tests/cli/test_unused_noqa_fix.py", "tests/docs/test_rule_docs.py",
+          "tests/frontends/test_flake8_agrees.py", "tests/cli/test_adoption.py"),
+         select="not test_adoption or noqa or statistics",
+         left_out=("autograd_lint/lint/server.py", "autograd_lint/lint/commands/server.py")),
+    Area("gentests", ("autograd_lint/gentests",),
+         ("tests/gentests/test_writer.py", "tests/gentests/test_static_inputs.py", "tests/gentests/test_input_kinds.py",
+          "tests/gentests/test_domains.py", "tests/gentests/test_tolerance.py", "tests/gentests/test_surrogate.py",
+          "tests/gentests/test_not_derivative_static.py", "tests/gentests/test_low_precision.py",
+          "tests/gentests/test_command.py"),
+         # Left out: the tests that run a generated module's gradchecks under pytest in a
+         # subprocess (20 to 60 s each here): twelve minutes for one unmutated run with them.
+         select="not (declared or evidence_in_forward or dependency_is_missing or pickled_cuda or recorded_cuda "
+                "or plainly_not or split_style or sign_error or cholesky or draws_random or wrong_backward)",
+         left_out=("autograd_lint/gentests/harness.py", "autograd_lint/gentests/op_harness.py",
+                   "autograd_lint/gentests/record_plugin.py", "autograd_lint/gentests/runtime")),
+    Area("coverage", ("autograd_lint/coverage/report.py", "autograd_lint/coverage/coverage_data.py",
+                      "autograd_lint/coverage/pragma.py"),
+         ("tests/coverage/test_report_unit.py", "tests/coverage/test_pragma.py",
+          "tests/coverage/test_custom_op_report.py"),
+         scopes=(("autograd_lint/coverage/report.py",
+                  ("Row", "CodeLines", "build", "fill_lines", "_is_under", "unexercised", "exercised_percent",
+                   "_cell", "relative_name", "format_table", "format_lines", "_ranges", "to_json", "CodeRuns",
+                   "read_code_runs", "_merge_into")),
+                 ("autograd_lint/coverage/coverage_data.py", ("parallel_files", "lines_saved_since", "_running")))),
 )
 
 
@@ -295,6 +367,216 @@ def run_shard(shard: Shard, sample: int, seed: int, timeout: float) -> dict[str,
     }
 
 
+def area_modules(area: Area) -> list[str]:
+    """The modules of ``area`` (relative to the checkout), without those it leaves out."""
+    found: list[str] = []
+    for entry in area.modules:
+        path = REPO / entry
+        found.extend(str(p.relative_to(REPO)) for p in (sorted(path.rglob("*.py")) if path.is_dir() else [path]))
+    return [m for m in found if not any(m == out or m.startswith(out + "/") for out in area.left_out)]
+
+
+def module_sites(path: Path, scope: tuple[str, ...] | None) -> dict[tuple[int, int], list[tuple[str, int]]]:
+    """Every mutation site of ``path`` (cosmic-ray's operators that take no arguments, as its
+    ``init`` lists them) with its (operator, occurrence) mutants, leaving out the sites outside
+    ``scope``, in annotations and at a signature's ``*`` marker."""
+    from cosmic_ray.ast import ast_nodes, get_ast_from_path
+    from cosmic_ray.plugins import get_operator, operator_names
+
+    spans = annotation_spans(path)
+    in_scope = scope_lines(path, scope)
+    lines = path.read_text().splitlines()
+    nodes = list(ast_nodes(get_ast_from_path(path)))
+    sites: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for name in operator_names():
+        operator_class = get_operator(name)
+        if operator_class.arguments():
+            continue  # cosmic-ray runs these only when configured, and the bench configures none
+        operator = operator_class()
+        positions = (start for node in nodes for start, _ in operator.mutation_positions(node))
+        for occurrence, site in enumerate(positions):
+            if in_scope is not None and site[0] not in in_scope:
+                continue
+            if in_annotation(site, spans) or parameter_marker(lines, site):
+                continue
+            sites.setdefault(site, []).append((name, occurrence))
+    return sites
+
+
+def allocate(sizes: dict[str, int], size: int, rng: random.Random) -> dict[str, int]:
+    """How many of ``size`` sites to draw in each module: systematic sampling proportional to
+    the modules' numbers of sites (a random start, then every total/size-th site), so each
+    module gets the floor or the ceiling of its share and every site the same chance."""
+    total = sum(sizes.values())
+    size = min(size, total)
+    step = total / size
+    points = [rng.uniform(0, step) + i * step for i in range(size)]
+    counts: dict[str, int] = {}
+    start = 0
+    for module, count in sizes.items():
+        counts[module] = sum(1 for p in points if start <= p < start + count)
+        start += count
+    return counts
+
+
+def mutated_source(source: str, operator_name: str, occurrence: int) -> str | None:
+    """The mutant's source, or None where cosmic-ray cannot make it or it does not compile."""
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.plugins import get_operator
+
+    try:
+        mutated = mutate_code(source, get_operator(operator_name)(), occurrence)
+    except Exception:  # noqa: BLE001 - cosmic-ray 8.7's own bugs (see compiles())
+        return None
+    if mutated is None:
+        return None
+    try:
+        compile(mutated, "<mutant>", "exec")
+    except SyntaxError:
+        return None
+    return mutated
+
+
+def draw_area(area: Area, size: int, seed: int) -> tuple[dict[str, int], list[dict[str, object]]]:
+    """The sites of every module of ``area`` (count per module) and ``size`` mutants drawn from
+    them, stratified by module size, one mutant per drawn site."""
+    rng = random.Random(seed)
+    scopes = dict(area.scopes)
+    sites = {m: module_sites(REPO / m, scopes.get(m)) for m in area_modules(area)}
+    sizes = {m: len(s) for m, s in sites.items() if s}
+    drawn: list[dict[str, object]] = []
+    for module, count in allocate(sizes, size, rng).items():
+        source = (REPO / module).read_text()
+        order = sorted(sites[module])
+        rng.shuffle(order)
+        taken = 0
+        for site in order:  # a site with no valid mutant gives its turn to the next one
+            if taken == count:
+                break
+            candidates = sorted(sites[module][site])
+            rng.shuffle(candidates)
+            for operator_name, occurrence in candidates:
+                mutated = mutated_source(source, operator_name, occurrence)
+                if mutated is not None:
+                    drawn.append({"module": module, "line": site[0], "column": site[1],
+                                  "operator": operator_name, "occurrence": occurrence, "source": mutated})
+                    taken += 1
+                    break
+    return sizes, drawn
+
+
+def wilson(killed: int, tested: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion (sound at 0 and 100% and for small samples)."""
+    if not tested:
+        return 0.0, 1.0
+    p = killed / tested
+    centre = (p + z * z / (2 * tested)) / (1 + z * z / tested)
+    half = z * math.sqrt(p * (1 - p) / tested + z * z / (4 * tested * tested)) / (1 + z * z / tested)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def run_tests(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[str, float]:
+    """Run ``command``: "passed", "failed" or "timeout", and the seconds it took."""
+    started = time.monotonic()
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        code = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the tests' own subprocesses too
+        process.wait()
+        return "timeout", time.monotonic() - started
+    return ("passed" if code == 0 else "failed"), time.monotonic() - started
+
+
+def area_command(area: Area, module: str) -> list[str]:
+    """pytest over the area's test files, the mutated module's own test files first (a mutant
+    they kill dies sooner; a survivor still runs every file)."""
+    stem = Path(module).stem
+    tests = sorted(area.tests, key=lambda t: stem not in Path(t).stem)
+    # -x: the first failing test kills the mutant; one process: the machine is shared; the
+    # tests marked slow (real coverage runs, whole generated suites) are left out of every run.
+    # The language-server plugins only slow the start (no area's tests use them).
+    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+            "-p", "no:pytest-lsp", "-p", "no:asyncio", "-m", "not slow", *tests,
+            *(["-k", area.select] if area.select else [])]
+
+
+def run_area(area: Area, size: int, seed: int, timeout: float | None) -> dict[str, object]:
+    """Draw ``size`` mutants across ``area`` and run the area's tests against each, in a copy."""
+    started = time.monotonic()
+    sizes, drawn = draw_area(area, size, seed)
+    with tempfile.TemporaryDirectory(prefix="agl-mutation-") as name:
+        copy = Path(name) / "repo"
+        copy_checkout(copy)
+        # Subprocesses the tests start import the mutated copy, not the editable install.
+        env = {**os.environ, "PYTHONPATH": str(copy)}
+        outcome, baseline = run_tests(area_command(area, ""), copy, env, timeout or 3600)
+        if outcome != "passed":
+            raise SystemExit(f"area {area.name}: the tests do not pass without any mutant ({outcome})")
+        # A timeout kills a mutant only where the unmutated run is well within the limit.
+        limit = timeout or max(60.0, 3 * baseline)
+        timeouts_count = baseline * 2 <= limit
+        results = []
+        for number, mutant in enumerate(drawn, 1):
+            target = copy / str(mutant["module"])
+            original = target.read_text()
+            cached = Path(importlib.util.cache_from_source(str(target)))
+            try:
+                target.write_text(str(mutant["source"]))
+                cached.unlink(missing_ok=True)  # never the unmutated bytecode (same size and second)
+                outcome, seconds = run_tests(area_command(area, str(mutant["module"])), copy, env, limit)
+            finally:
+                target.write_text(original)
+                cached.unlink(missing_ok=True)
+            diff = "".join(difflib.unified_diff(original.splitlines(True), str(mutant["source"]).splitlines(True),
+                                                mutant["module"], mutant["module"], n=1))
+            results.append({**{k: v for k, v in mutant.items() if k != "source"}, "outcome": outcome,
+                            "seconds": round(seconds, 1), "diff": diff})
+            print(f"  {number}/{len(drawn)} {mutant['module']}:{mutant['line']} {mutant['operator']}: {outcome} "
+                  f"({seconds:.0f} s)", file=sys.stderr, flush=True)
+    killed = sum(r["outcome"] == "failed" or (r["outcome"] == "timeout" and timeouts_count) for r in results)
+    survived = sum(r["outcome"] == "passed" for r in results)
+    low, high = wilson(killed, killed + survived)
+    return {
+        "area": area.name,
+        "modules": sizes,
+        "left_out": list(area.left_out),
+        "scopes": {m: list(s) for m, s in area.scopes},
+        "tests": list(area.tests),
+        "sites": sum(sizes.values()),
+        "sampled": len(results),
+        "seed": seed,
+        "killed": killed,
+        "survived": survived,
+        "timeouts": sum(r["outcome"] == "timeout" for r in results),
+        "timeouts_count_as_killed": timeouts_count,
+        "score": round(killed / (killed + survived), 3) if killed + survived else None,
+        "interval95": [round(low, 3), round(high, 3)],
+        "baseline_seconds": round(baseline, 1),
+        "timeout_seconds": round(limit, 1),
+        "seconds": round(time.monotonic() - started, 1),
+        "survivors": [r for r in results if r["outcome"] == "passed"],
+        "mutants": results,
+    }
+
+
+def main_areas(names: list[str], size: int, seed: int, timeout: float | None) -> int:
+    """``--whole-area``: one stratified sample per area, its score with a 95% interval, and the survivors."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for area in (a for a in AREAS if a.name in names):
+        result = run_area(area, size, seed, timeout)
+        (RESULTS / f"area.{area.name}.seed{seed}.json").write_text(json.dumps(result, indent=2) + "\n")
+        low, high = result["interval95"]
+        score = "n/a" if result["score"] is None else f"{100 * result['score']:.0f}%"
+        print(f"| {area.name} | {len(result['modules'])} | {result['sites']} | {result['sampled']} | "
+              f"{result['killed']} | {result['survived']} | {result['timeouts']} | **{score}** "
+              f"({100 * low:.0f}-{100 * high:.0f}%) | {result['seconds'] / 60:.0f} |", flush=True)
+        for survivor in result["survivors"]:
+            print(f"    survived: {survivor['module']}:{survivor['line']} {survivor['operator']}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--area", choices=sorted({s.area for s in SHARDS}), action="append",
@@ -303,7 +585,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=25, help="mutant sites per module (0: every site)")
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant's test run")
+    parser.add_argument("--whole-area", choices=[a.name for a in AREAS], action="append",
+                        help="sample mutants across every module of this area (repeatable); --sample is "
+                             "then the number of mutants for the area, --timeout by default 3x the unmutated run")
     args = parser.parse_args(argv)
+    if args.whole_area:
+        return main_areas(args.whole_area, args.sample, args.seed,
+                          args.timeout if "--timeout" in (argv or sys.argv) else None)
     shards = [s for s in SHARDS if (not args.area or s.area in args.area) and (not args.module or s.module in args.module)]
     if not shards:
         parser.error("no shard matches")

@@ -70,7 +70,7 @@ def apply_sites(text: str, imports: ImportMap) -> tuple[ApplySite, ...]:
             attributes.append(node)
     sites = []
     for attribute in attributes:
-        dotted = _dotted(attribute.value)
+        dotted = ast_dotted_name(attribute.value)
         target = imports.resolve(dotted) if dotted is not None else None
         if target is None:
             continue
@@ -108,7 +108,7 @@ def agreed_arities(
     return agreed
 
 
-def _dotted(node: ast.expr) -> str | None:
+def ast_dotted_name(node: ast.expr) -> str | None:
     """``a.b.c`` for a chain of attributes on a name; None for anything else."""
     parts = []
     while isinstance(node, ast.Attribute):

@@ -282,6 +282,23 @@ class JvpContract(Rule):
             line=10,
             message="Mul.jvp takes 1 tangent after ctx, but forward is called with 2 inputs",
         ),
+        # More tangents than inputs: torch passes one per input, so the second is missing.
+        Invalid(
+            """
+            import torch
+
+            class Neg(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return -x
+
+                @staticmethod
+                def jvp(ctx, gx, gy):
+                    return -gx
+            """,
+            line=9,
+            message="Neg.jvp takes 2 tangents after ctx, but forward is called with 1 input",
+        ),
         Invalid(
             """
             import torch

@@ -10,6 +10,7 @@ from autograd_lint.model import traverse
 from autograd_lint.model.exprs import dotted_name, node_code
 from autograd_lint.model.semantic import Binding, How, MethodModel, Sink
 from autograd_lint.model.spec import Kind
+from autograd_lint.model.trainable import TrainableArgument, trainable_arguments
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 # Arithmetic whose result is differentiable in each operand.
@@ -25,10 +26,14 @@ class NoneGradientForUsedInput(Rule):
     """Reports a backward that returns ``None`` (on every return) at the position of a
     forward input that is certainly a floating-point tensor and that forward's returned
     value is computed from by arithmetic (``x @ w.t() + bias``) or a torch function
-    differentiable in it (``torch.addmm(bias, x, w)``, ``F.linear(x, w, bias)``).  Such an
-    input gets no gradient: a bias is silently never trained.  Inputs forward rebinds, and
-    inputs of unknown or integer kind, are left alone; so are Functions whose returns are
-    not all tuple literals."""
+    differentiable in it (``torch.addmm(bias, x, w)``, ``F.linear(x, w, bias)``), and that a
+    ``Fn.apply(...)`` call of the same module passes a trainable value (``self.bias`` of a
+    module that makes it an ``nn.Parameter``, :mod:`autograd_lint.model.trainable`).  Such an
+    input gets no gradient: a bias is silently never trained.  Whether an input requires
+    grad is the callers' choice (a mean computed under ``torch.no_grad()`` is passed without
+    history on purpose), so without such a call the rule is silent.  Inputs forward
+    rebinds, and inputs of unknown or integer kind, are left alone; so are Functions whose
+    returns are not all tuple literals."""
 
     code = "AGL036"
     title = "backward returns None for an input the output is computed from"
@@ -61,6 +66,7 @@ class NoneGradientForUsedInput(Rule):
             here = {i for i, e in enumerate(ret.elements[: len(inputs)]) if e.kind is Kind.NONE}
             nones = here if nones is None else nones & here
         model = forward.semantic
+        trainable: dict[int, TrainableArgument] | None = None
         for index in sorted(nones or ()):
             name = inputs[index]
             param = model.params.get(name)
@@ -71,11 +77,17 @@ class NoneGradientForUsedInput(Rule):
             use = _differentiable_use(model, param)
             if use is None:
                 continue
+            if trainable is None:
+                trainable = _trainable_positions(ctx)
+            passed = trainable.get(index)
+            if passed is None:
+                continue
             yield Report(
                 backward.position,
                 f"{function.name}.backward returns None as the gradient of `{name}`, which forward's output "
-                f"is computed from ({use}): `{name}` silently gets no gradient (a trained parameter is never "
-                "updated); return its gradient, or mark the input as not differentiable by design",
+                f"is computed from ({use}) and which `{function.name}.apply` on line {passed.line} passes "
+                f"`{passed.code}`, a trainable value: it silently gets no gradient (the parameter is never "
+                "updated); return its gradient",
             )
 
     VALID = [
@@ -93,6 +105,85 @@ class NoneGradientForUsedInput(Rule):
                 def backward(ctx, g):
                     x, w = ctx.saved_tensors
                     return g @ w, g.t() @ x, g.sum(0)
+
+            class Dense(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.weight = torch.nn.Parameter(torch.randn(2, 3))
+                    self.bias = torch.nn.Parameter(torch.zeros(2))
+
+                def forward(self, x):
+                    return Linear.apply(x, self.weight, self.bias)
+            """
+        ),
+        # The caller computes the mean and the scale under no_grad: they are passed without
+        # history on purpose, and backward's gradient for `x` already folds their dependence in.
+        Valid(
+            """
+            import torch
+
+            class Normalize(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor):
+                    out = (x - mean) * inv_std
+                    ctx.save_for_backward(out, inv_std)
+                    return out
+
+                @staticmethod
+                def backward(ctx, g):
+                    out, inv_std = ctx.saved_tensors
+                    dx = inv_std * (g - g.mean(-1, keepdim=True) - out * (g * out).mean(-1, keepdim=True))
+                    return dx, None, None
+
+            class LayerNorm(torch.nn.Module):
+                def forward(self, x):
+                    with torch.no_grad():
+                        mean = x.mean(-1, keepdim=True)
+                        inv_std = (x.var(-1, unbiased=False, keepdim=True) + 1e-5).rsqrt()
+                    return Normalize.apply(x, mean, inv_std)
+            """
+        ),
+        # A wrapper passes its own parameters on: whether `bias` requires grad is its callers' choice.
+        Valid(
+            """
+            import torch
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor):
+                    ctx.save_for_backward(x, w)
+                    return x @ w.t() + bias
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, w = ctx.saved_tensors
+                    return g @ w, g.t() @ x, None
+
+            def linear(x, w, bias):
+                return Linear.apply(x, w, bias)
+            """
+        ),
+        # `self.bias` is a buffer here, not a parameter.
+        Valid(
+            """
+            import torch
+
+            class AddBias(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: torch.Tensor, bias: torch.Tensor):
+                    return x + bias
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g, None
+
+            class Shift(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer("bias", torch.zeros(3))
+
+                def forward(self, x):
+                    return AddBias.apply(x, self.bias)
             """
         ),
         # An index input: used to select, not in arithmetic; a float scale: not a tensor.
@@ -112,6 +203,9 @@ class NoneGradientForUsedInput(Rule):
                     (index,) = ctx.saved_tensors
                     out = torch.zeros_like(g)
                     return out, None, None
+
+            index = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
+            Gather.apply(torch.randn(3, requires_grad=True), index, torch.nn.Parameter(torch.ones(())))
             """
         ),
         # An unannotated input used only as a number (a size): no evidence it is a tensor.
@@ -128,6 +222,10 @@ class NoneGradientForUsedInput(Rule):
                 @staticmethod
                 def backward(ctx, g):
                     return g * 2, None, None
+
+            def split(x):
+                w = torch.nn.Parameter(torch.ones(2))
+                return Split.apply(x, w, w)
             """
         ),
     ]
@@ -147,14 +245,24 @@ class NoneGradientForUsedInput(Rule):
                 def backward(ctx, g):
                     x, w = ctx.saved_tensors
                     return g @ w, g.t() @ x, None
+
+            class Dense(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.weight = torch.nn.Parameter(torch.randn(2, 3))
+                    self.bias = torch.nn.Parameter(torch.zeros(2))
+
+                def forward(self, x):
+                    return Linear.apply(x, self.weight, self.bias)
             """,
             line=11,
             message="Linear.backward returns None as the gradient of `bias`, which forward's output is computed "
-            "from (`out + bias`)",
+            "from (`out + bias`) and which `Linear.apply` on line 22 passes `self.bias`, a trainable value",
         ),
-        # No annotation, but `bias.view(...)` shows a tensor.
+        # No annotation, but `bias.view(...)` shows a tensor; the bias is registered conditionally.
         Invalid(
             """
+            from torch import nn
             import torch
 
             class AddBias(torch.autograd.Function):
@@ -165,8 +273,19 @@ class NoneGradientForUsedInput(Rule):
                 @staticmethod
                 def backward(ctx, g):
                     return g, None
+
+            class Biased(nn.Module):
+                def __init__(self, bias=True):
+                    super().__init__()
+                    if bias:
+                        self.register_parameter("bias", nn.Parameter(torch.zeros(3)))
+                    else:
+                        self.bias = None
+
+                def forward(self, x):
+                    return x if self.bias is None else AddBias.apply(x, self.bias)
             """,
-            line=9,
+            line=10,
             message="AddBias.backward returns None as the gradient of `bias`",
         ),
         Invalid(
@@ -183,11 +302,27 @@ class NoneGradientForUsedInput(Rule):
                 def backward(ctx, g):
                     x, w = ctx.saved_tensors
                     return g @ w, g.t() @ x, None
+
+            def step(x, w):
+                bias = torch.zeros(2, requires_grad=True)
+                return Affine.apply(x, w, bias), bias
             """,
             line=10,
             message="returns None as the gradient of `bias`, which forward's output is computed from (`torch.addmm(...)`)",
         ),
     ]
+
+
+def _trainable_positions(ctx: FunctionContext) -> dict[int, TrainableArgument]:
+    """The first trainable argument the module's ``apply`` calls pass at each position,
+    when the class name means one Function only in this module."""
+    function = ctx.function
+    if sum(1 for f in ctx.analysis.functions if f.name == function.name) != 1:
+        return {}
+    found: dict[int, TrainableArgument] = {}
+    for argument in trainable_arguments(ctx.analysis.source.text, ctx.analysis.imports).get(function.name, ()):
+        found.setdefault(argument.position, argument)
+    return found
 
 
 def _contributing(model: MethodModel) -> list[cst.BaseExpression]:

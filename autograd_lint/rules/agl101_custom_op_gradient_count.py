@@ -54,6 +54,22 @@ class CustomOpGradientCount(Rule):
             )
 
     VALID = [
+        # One input, one gradient: `2 * grad` is a tensor, whatever its left operand is.
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::double", mutates_args=())
+            def double(x: Tensor) -> Tensor:
+                return x * 2
+
+            def backward(ctx, grad):
+                return 2 * grad
+
+            double.register_autograd(backward)
+            """
+        ),
         Valid(
             """
             import torch

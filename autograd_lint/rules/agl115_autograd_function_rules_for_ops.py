@@ -56,6 +56,28 @@ class AutogradFunctionRulesForOps(Rule):
             yield from _saved_inputs(op, registration, unit)
 
     VALID = [
+        # Only the tensor inputs saved, unpacked from a tuple of their own: not `*inputs`.
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::scale", mutates_args=())
+            def scale(x: Tensor, factor: float) -> Tensor:
+                return x * factor
+
+            def setup_context(ctx, inputs, output):
+                x, factor = inputs
+                tensors = (x,)
+                ctx.save_for_backward(*tensors)
+                ctx.factor = factor
+
+            def backward(ctx, grad):
+                return grad * ctx.factor, None
+
+            scale.register_autograd(backward, setup_context=setup_context)
+            """
+        ),
         Valid(
             """
             import torch

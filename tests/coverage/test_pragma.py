@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import other_user
 import pytest
 
 from autograd_lint.cli import main
@@ -186,6 +187,74 @@ def test_only_unexercised_leaves_a_backward_whose_lines_ran_in_another_process(p
     text = (project / "ops.py").read_text()
     assert text.count(MARKER) == 1
     assert f"def backward(ctx, grad):  # noqa: D102  {MARKER}" in text
+
+
+def test_only_unexercised_marks_a_jvp_that_never_ran_beside_a_backward_whose_lines_ran(project: Path) -> None:
+    """Lines of the backward that ran say nothing of the jvp: Scale's jvp, never counted, is marked."""
+    ran = {"forward": {"eager": {"main": 1}}}
+    report = {
+        "version": 2,
+        "root": "/somewhere/else",
+        "functions": [
+            {"kind": "autograd.Function", "path": "ops.py", "qualname": "Scale", "line": 4, "has_backward": True,
+             "backward_ran": True, "backward_defined_in": None, "counts": ran, "code_counts": ran,
+             "lines": {"backward": {"path": "ops.py", "qualname": "Scale.backward", "line": 10, "missing": [],
+                                    "executed": [11]}}},
+        ],
+    }
+    (project / "report.json").write_text(json.dumps(report))
+    assert main(["pragma", "--only-unexercised", str(project / "report.json"), str(project / "ops.py")]) == 0
+    text = (project / "ops.py").read_text()
+    assert text.count(MARKER) == 1
+    assert f"def jvp(ctx, tangent): return tangent * 2  {MARKER}" in text
+
+
+def test_a_report_made_for_another_tree_exits_2_and_edits_nothing(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran = {"forward": {"eager": {"main": 1}}}
+    report = {
+        "version": 2,
+        "root": "/somewhere/else",
+        "functions": [
+            {"kind": "autograd.Function", "path": "other/ops.py", "qualname": "Scale", "line": 4, "has_backward": True,
+             "backward_ran": False, "backward_defined_in": None, "counts": ran, "code_counts": ran},
+        ],
+    }
+    (project / "report.json").write_text(json.dumps(report))
+    assert main(["pragma", "--only-unexercised", str(project / "report.json"), str(project / "ops.py")]) == 2
+    assert "no entry matches a Function under" in capsys.readouterr().err
+    assert (project / "ops.py").read_text() == SOURCE
+
+
+def test_a_bad_configuration_is_one_line_and_exit_2(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "pyproject.toml").write_text("[tool.autograd-lint]\nexclude = [1]\n")
+    assert main(["pragma", str(project)]) == 2
+    (error,) = capsys.readouterr().err.splitlines()
+    assert error.startswith("error: ") and "exclude: expected a list of strings" in error
+    assert (project / "ops.py").read_text() == SOURCE
+
+
+def test_a_file_that_cannot_be_written_is_named_and_the_rest_is_marked() -> None:
+    """As nobody (root writes anywhere): a read-only folder's file is one error line, exit 2,
+    left as it was; the file beside it is still marked."""
+    prefix = other_user.as_nobody()
+    with other_user.shared_folder() as root:
+        locked = root / "locked"
+        locked.mkdir()
+        (locked / "ops.py").write_text(SOURCE)
+        (root / "free.py").write_text(SOURCE)
+        other_user.hand_over(prefix, root, locked, locked / "ops.py", root / "free.py")
+        locked.chmod(0o555)
+        try:
+            result = other_user.autograd_lint(prefix, "pragma", ".", cwd=root)
+        finally:
+            locked.chmod(0o755)
+        assert result.returncode == 2, result.stdout + result.stderr
+        (error,) = result.stderr.splitlines()
+        assert "locked/ops.py" in error and "cannot be written" in error
+        assert (locked / "ops.py").read_text() == SOURCE
+        assert (root / "free.py").read_text() == MARKED
 
 
 def test_a_line_that_already_carries_a_pragma_is_left_alone(project: Path) -> None:

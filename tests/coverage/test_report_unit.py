@@ -187,7 +187,10 @@ def test_relative_names() -> None:
 
 def test_json_and_reading_it_back(tmp_path: Path) -> None:
     rows = rows_of_a_project()
-    data = json.loads(report.to_json(rows, ROOT))
+    text = report.to_json(rows, ROOT)
+    data = json.loads(text)
+    # Keys in a fixed order, so that two reports of the same run are the same text (diffable).
+    assert text == json.dumps(data, indent=2, sort_keys=True)
     assert data["version"] == 2 and data["root"] == ROOT
     entries = {f["qualname"]: f for f in data["functions"]}
     assert entries["SubA"] == {
