@@ -10,6 +10,7 @@ import torch
 from autograd_lint.gentests.runtime.arguments import SEED
 from autograd_lint.gentests.runtime.budget import stop_if_over_budget
 from autograd_lint.gentests.runtime.tensors import (
+    comparable,
     differentiable_outputs,
     is_differentiable_dtype,
     is_plain,
@@ -118,7 +119,7 @@ def differentiable_call(function: Any, args: tuple[Any, ...], transposed: Sequen
     random generator alike (inside a forked RNG state).  The inputs at ``transposed``,
     laid out transposed in memory, stay so after symmetrisation.  An output buffer
     (see :func:`_written_buffers`) is cloned at every call, as separate calls
-    allocate their own.
+    allocate their own.  A sparse output is returned dense (see :func:`comparable`).
     """
     positions = grad_positions(function, args)
     symmetric = set(_symmetric_positions(args, positions))
@@ -138,7 +139,7 @@ def differentiable_call(function: Any, args: tuple[Any, ...], transposed: Sequen
         # start vector, a dropout mask) is then a function finite differences can check.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(SEED)
-            return differentiable_outputs(function.apply(*full))
+            return tuple(comparable(out) for out in differentiable_outputs(function.apply(*full)))
 
     return call, tuple(args[i] for i in positions)
 

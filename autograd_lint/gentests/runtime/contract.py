@@ -63,7 +63,7 @@ def check_non_tensor_grads_are_none(function: Any, case: Case) -> None:
         pytest.skip(f"{function.__qualname__}: no output has a grad_fn on this case's arguments, so there is no "
                     "backward to call")
     grad_outputs = tuple(
-        (torch.ones_like(out) if is_differentiable_dtype(out.dtype) else torch.zeros_like(out))
+        (gradient_like(out) if is_differentiable_dtype(out.dtype) else torch.zeros_like(out))
         if isinstance(out, torch.Tensor) else None
         for out in result
     )

@@ -115,7 +115,14 @@ def _run_gradcheck(check: str, what: str, function: Any, case: Case, run: Callab
     tolerances, in slow mode (fast mode compares float64 with float32 and raises
     "Double did not match Float").
     """
-    args = make_args(function, case, seed=seed)
+    try:
+        args = make_args(function, case, seed=seed)
+    except pytest.fail.Exception:
+        if not non_contiguous:
+            raise
+        # The search's backward failed on its contiguous inputs: layout has nothing to do with it.
+        pytest.skip(f"{function.__qualname__}: backward fails on contiguous inputs too (test_gradcheck reports "
+                    "it): not a question of memory layout")
     transposed = transposable_positions(args) if non_contiguous else []
     if non_contiguous and not transposed:
         pytest.skip(f"{function.__qualname__}: the case has no floating-point tensor input of 2 or more dimensions "

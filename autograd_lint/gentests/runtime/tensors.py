@@ -59,10 +59,29 @@ def gradient_like(output: torch.Tensor) -> torch.Tensor:
     """An output gradient for ``output``: ones, or for a subclass its own detached values.
 
     A gradient must have the output's type, layout and shape; ``ones_like`` of a
-    sparse ``MaskedTensor`` raises (``fill_`` has no sparse kernel), its detached
-    copy is such a gradient.
+    sparse tensor or sparse ``MaskedTensor`` raises (``fill_`` has no sparse
+    kernel).  A sparse output gets ones where it specifies elements, in its own
+    layout: what the engine passes for it in real use (``to_dense()``,
+    ``torch.sparse.mm`` and an unused output alike give backward a sparse
+    gradient).  A subclass gets its detached copy.
     """
-    return torch.ones_like(output) if is_plain(output) else output.detach()
+    if not is_plain(output):
+        return output.detach()
+    if output.layout == torch.strided:
+        return torch.ones_like(output)
+    pattern = output.detach().coalesce() if output.layout == torch.sparse_coo else output.detach()
+    return torch.ones(output.shape, dtype=output.dtype, device=output.device).sparse_mask(pattern)
+
+
+def comparable(output: torch.Tensor) -> torch.Tensor:
+    """``output`` as gradcheck compares it: a sparse one through ``to_dense()``.
+
+    gradcheck refuses sparse outputs ("Please call to_dense(masked_grad=...) on the
+    output of fn"); ``to_dense()``'s default, masked, backward hands the Function's
+    backward the sparse gradient of the output's specified elements, as sparse
+    operations do in real use.
+    """
+    return output.to_dense() if is_plain(output) and output.layout != torch.strided else output
 
 
 def tensor_requires_grad(value: Any) -> bool:
