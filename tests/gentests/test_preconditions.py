@@ -84,7 +84,9 @@ def test_deliberate_and_distributed_backward_errors_skip_and_a_wrong_shape_fails
         "TestSimulateBackwardError": {"skipped": 3},
         "TestAllReduceGrad": {"skipped": 3},
         "TestDebugInfo": {"skipped": 2},
-        "TestWrongShape": {"failed": 3},
+        # gradcheck and gradgradcheck fail; the non-contiguous twin skips: backward failed on every
+        # contiguous candidate, which is not a question of memory layout (reported once, not twice).
+        "TestWrongShape": {"failed": 2, "skipped": 1},
     }, result.stdout.str()
     result.stdout.fnmatch_lines([
         "SKIPPED * SimulateBackwardError.backward raised Exception: Simulate error on backward pass, and it raises on "
@@ -94,4 +96,5 @@ def test_deliberate_and_distributed_backward_errors_skip_and_a_wrong_shape_fails
         "process group or RPC agent; the generated tests run in one process without one",
         "SKIPPED * DebugInfo.backward raised RuntimeError: *, and it calls torch.distributed "
         "(`info = dist_autograd._get_debug_info()`, preconditions.py:39), *",
+        "SKIPPED * not a question of memory layout",
     ], consecutive=False)
