@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.source import python_tree
 from autograd_lint.model.spec import FunctionSpec
 
 
@@ -57,9 +58,8 @@ def apply_sites(text: str, imports: ImportMap) -> tuple[ApplySite, ...]:
         return ()
     if all(match.group(1) not in imports.aliases for match in _APPLY_HEAD.finditer(text)):
         return ()
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = python_tree(text)
+    if tree is None:
         return ()
     called: dict[int, ast.Call] = {}
     attributes: list[ast.Attribute] = []

@@ -79,6 +79,17 @@ def has_lone_cr(text: str) -> bool:
     return "\r" in text and _LONE_CR.search(text) is not None
 
 
+@functools.lru_cache(maxsize=8)
+def python_tree(text: str) -> ast.Module | None:
+    """``text`` parsed by :mod:`ast` (a small fraction of a libcst parse), or None when it does
+    not parse.  Cached: the module's ``apply`` call sites are read for discovery's
+    cross-file counts and for the rules, from the same text.  Callers only read the tree."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
 @functools.lru_cache(maxsize=16)
 def split_lines(text: str) -> tuple[str, ...]:
     r"""``text``'s lines as Python's tokenizer counts them, each with its line break.

@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Mapping
 
 from autograd_lint.model.apply_sites import ast_dotted_name
 from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.source import python_tree
 
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
@@ -38,9 +39,8 @@ def trainable_arguments(text: str, imports: ImportMap) -> Mapping[str, tuple[Tra
     before ``.apply`` (taken as written: the caller checks that it means its Function).
     Arguments after a ``*`` argument have no known position and are left out; empty when
     the text does not parse."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = python_tree(text)
+    if tree is None:
         return {}
     found: dict[str, list[TrainableArgument]] = {}
     for call, scopes in _apply_calls(tree):

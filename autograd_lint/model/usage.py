@@ -33,6 +33,7 @@ from libcst.metadata import Assignment, GlobalScope, MetadataWrapper, Scope, Sco
 
 from autograd_lint.model import semantic, traverse
 from autograd_lint.model.exprs import Classifier
+from autograd_lint.model.source import python_tree
 from autograd_lint.model.spec import FUNCTION_METHODS, FunctionSpec, Kind, Position
 
 if TYPE_CHECKING:
@@ -502,9 +503,8 @@ def apply_calls(text: str) -> Mapping[str, tuple[ApplyCall, ...]]:
     empty when the text does not parse.  Names are taken as written: the caller
     checks that the name can only mean its Function.
     """
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = python_tree(text)
+    if tree is None:
         return {}
     found: dict[str, list[ApplyCall]] = {}
     for node in ast.walk(tree):
