@@ -1698,14 +1698,10 @@ def none_padding(node: cst.BaseExpression) -> int | None:
     """``k`` for ``[None] * k`` or ``(None,) * k`` with an integer literal ``k``."""
     if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
         return None
-    sequence, count = node.left, node.right
-    if isinstance(sequence, cst.Integer):
-        sequence, count = count, sequence
-    if not isinstance(count, cst.Integer) or not isinstance(sequence, (cst.List, cst.Tuple)):
+    positions = sequences.literal_positions(node)
+    if positions is None or not all(is_none(value) for position in positions for value in position):
         return None
-    if not all(is_none(e.value) for e in sequence.elements):
-        return None
-    return int(count.value) * len(sequence.elements)
+    return len(positions)
 
 
 def _integer_index(subscript: cst.Subscript) -> int | None:
