@@ -147,8 +147,10 @@ class _Gradients:
 
 class GradientMutatedInPlace(Rule):
     """Reports an in-place write (``g.mul_(...)``, ``g += ...``, ``g[...] = ...``,
-    ``out=g``, ``torch.<op>_(g)``, also through a view of ``g``) to a gradient that
-    backward or vjp receives, before the name is rebound (``g = g.clone()``).  With
+    ``out=g``, ``torch.<op>_(g)``, a collective such as ``dist.all_reduce(g)``, also
+    through a view of ``g``, or a call of a function of the same module whose body writes
+    that parameter so, as ``_all_reduce(g)``) to a gradient that backward or vjp
+    receives, before the name is rebound (``g = g.clone()``).  With
     ``boxed_grads_call = True`` or ``*grads``, writes to the elements
     (``grads[0].mul_(...)``, or names unpacked from the list) are reported, and
     operations on the list itself (``grads.clear()``, ``grads[0] = ...``) are not.

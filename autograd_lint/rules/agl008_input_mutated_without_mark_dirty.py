@@ -46,7 +46,8 @@ class InputMutatedWithoutMarkDirty(Rule):
     """Reports the first in-place write (``x.add_(...)``, ``x[...] = ...``,
     ``x += ...``, ``out=x``, ``torch.<op>_(x)``, a collective such as
     ``dist.all_reduce(x)``, a call ``f(x, ..., inplace=flag)`` (unless the flag is a false
-    literal), also through a view or ``.detach()`` of ``x``) to
+    literal), also through a view or ``.detach()`` of ``x``, or a call of a function of
+    the same module whose body writes that parameter so, as ``_scale_(x, 2)``) to
     each forward input that has not been rebound (``x = x.clone()``) when no
     ``ctx.mark_dirty(...)`` names it.  Item assignment and augmented assignment
     count only on names known to be tensors; a storage swap (``x.set_(y)``) does
