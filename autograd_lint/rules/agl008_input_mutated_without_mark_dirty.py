@@ -158,6 +158,32 @@ class InputMutatedWithoutMarkDirty(Rule):
                     return g * 2, g * 2
             """
         ),
+        # A Function defined in a function: the name it calls may be a local of the
+        # enclosing function (here one that copies), not the module's helper.
+        Valid(
+            """
+            import torch
+
+            def _scale_(t, k):
+                t.mul_(k)
+                return t
+
+            def make(k):
+                def _scale_(t, k):
+                    return t * k
+
+                class Scale(torch.autograd.Function):
+                    @staticmethod
+                    def forward(ctx, x):
+                        return _scale_(x, k)
+
+                    @staticmethod
+                    def backward(ctx, g):
+                        return g * k
+
+                return Scale
+            """
+        ),
         # `inplace=False` writes nothing; an `inplace=True` call on a clone writes the clone.
         Valid(
             """
