@@ -90,8 +90,10 @@ class ModuleHelpers:
             unit = ParsedUnit.parse(self.path, "".join(lines), line_offset=node.lineno - 1)
         except cst.ParserSyntaxError:
             return None
-        (definition,) = unit.module.body
-        assert isinstance(definition, cst.FunctionDef)
+        body = unit.module.body
+        if len(body) != 1 or not isinstance(body[0], cst.FunctionDef):
+            return None  # the lines hold more than the def (`def f(): ...; x = 1` is one)
+        definition = body[0]
         model = semantic.build(definition, self.imports)
         params = definition.params
         positional = tuple(p.name.value for p in (*params.posonly_params, *params.params))
