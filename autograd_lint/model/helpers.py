@@ -92,7 +92,7 @@ class ModuleHelpers:
             return None
         body = unit.module.body
         if len(body) != 1 or not isinstance(body[0], cst.FunctionDef):
-            return None  # the lines hold more than the def (`def f(): ...; x = 1` is one)
+            return None  # the ast line range should hold the def alone; if not, do not guess
         definition = body[0]
         model = semantic.build(definition, self.imports)
         params = definition.params
