@@ -55,7 +55,7 @@ from autograd_lint.model.locate import (
 from autograd_lint.model.op_spec import CustomOpModule, RunCustomOps
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceError, SourceFile, split_lines
-from autograd_lint.model.spec import FUNCTION_BASES, FUNCTION_METHODS, FunctionSpec
+from autograd_lint.model.spec import FUNCTION_BASES, FUNCTION_METHODS, FunctionSpec, MethodSpec
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -63,6 +63,8 @@ if TYPE_CHECKING:
 
     from autograd_lint.model.apply_sites import RunApply
     from autograd_lint.model.extract import ParsedUnit
+    from autograd_lint.model.helpers import ModuleHelpers
+    from autograd_lint.model.semantic import InplaceWrite
     from autograd_lint.model.usage import ApplyIndex, FunctionUse
 
 # libcst and what is built on it (parsing, extraction, the custom-op finder, uses) are
@@ -154,6 +156,23 @@ class FileAnalysis:
         if self.whole_module is None or not self.functions:
             return None
         return usage.ApplyIndex(self)
+
+    @cached_property
+    def helpers(self) -> ModuleHelpers:
+        """The module's functions as helpers whose in-place writes are known (:mod:`.helpers`)."""
+        from autograd_lint.model.helpers import ModuleHelpers
+
+        return ModuleHelpers(self.source.path, self.source.text, self.imports)
+
+    def helper_writes(self, method: MethodSpec) -> list[InplaceWrite]:
+        """The in-place writes ``method`` makes through calls of same-module functions
+        (:func:`.helpers.helper_writes`); none for a method of another file, or of a class
+        defined in a function (whose locals may hold the called name)."""
+        from autograd_lint.model.helpers import helper_writes
+
+        if method.semantic is None or method.path != self.source.path or "<locals>" in method.defined_in:
+            return []
+        return helper_writes(method.semantic, self.helpers)
 
 
 def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None = None) -> bool:
