@@ -1,6 +1,6 @@
 """CPU time of one quick fix, as the language server computes it when a fix is asked for.
 
-Usage: python bench/fix_cpu.py FILE [RUNS] [--insert-agl009]
+Usage: python bench/fix_cpu.py FILE [RUNS] [--insert-agl009 [--nested]]
 
 Checks FILE on its own (as the server checks a buffer), then fixes its first
 finding that has a fix, alone (``fix_diagnostic`` with the check's analysis,
@@ -10,12 +10,15 @@ what a ``codeAction`` or ``codeAction/resolve`` request runs), RUNS times
 first inserts, before the file's first top-level class, a small Function whose
 backward lacks ``@once_differentiable`` (an AGL009 finding, the issue's
 example), for files with no fixable finding of their own (PyTorch's
-``test_custom_ops.py``).  Run it with ``PYTHONPATH=<another checkout>`` in
+``test_custom_ops.py``); with ``--nested``, the same Function goes at the start
+of the body of the file's first ``def test_...`` method instead (as PyTorch's tests
+define theirs: inside a method of a large test class).  Run it with ``PYTHONPATH=<another checkout>`` in
 alternation with this one for paired figures.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 import sys
 import time
@@ -42,15 +45,29 @@ class XSinX(torch.autograd.Function):
 '''
 
 
+def with_function(text: str, nested: bool) -> str:
+    """``text`` with :data:`AGL009_FUNCTION` before its first top-level class, or (``nested``)
+    first in the body of its first ``def test_...`` method."""
+    if not nested:
+        at = text.index("\nclass ")
+        return text[:at] + AGL009_FUNCTION + text[at:]
+    header = re.search(r"^( +)def test_\w+\(", text, re.MULTILINE)
+    assert header is not None, "no test method"
+    colon = re.compile(r"\):[^\n]*\n").search(text, header.end())
+    assert colon is not None
+    indent = header.group(1) * 2
+    block = "".join(indent + line if line.strip() else line for line in AGL009_FUNCTION.lstrip("\n").splitlines(True))
+    return text[: colon.end()] + block + "\n" + text[colon.end() :]
+
+
 def main() -> None:
-    arguments = [a for a in sys.argv[1:] if a != "--insert-agl009"]
+    arguments = [a for a in sys.argv[1:] if a not in ("--insert-agl009", "--nested")]
     path = arguments[0]
     runs = int(arguments[1]) if len(arguments) > 1 else 3
     with open(path, encoding="utf-8") as handle:
         text = handle.read()
     if "--insert-agl009" in sys.argv:
-        at = text.index("\nclass ")
-        text = text[:at] + AGL009_FUNCTION + text[at:]
+        text = with_function(text, "--nested" in sys.argv)
     settings = Settings()
     source = SourceFile(path, text, "bench")
     checked = check_source(source, settings)
