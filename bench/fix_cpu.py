@@ -6,7 +6,9 @@ Checks FILE on its own (as the server checks a buffer), then fixes its first
 finding that has a fix, alone (``fix_diagnostic`` with the check's analysis,
 what a ``codeAction`` or ``codeAction/resolve`` request runs), RUNS times
 (default 3) after one warm-up; prints the median CPU time
-(``time.process_time``, every thread) and every run.  ``--insert-agl009``
+(``time.process_time``, every thread) and every run, and the same with the
+text edits the server sends for the fix (``server.text_edits``), i.e. the whole
+request.  Needs pygls.  ``--insert-agl009``
 first inserts, before the file's first top-level class, a small Function whose
 backward lacks ``@once_differentiable`` (an AGL009 finding, the issue's
 example), for files with no fixable finding of their own (PyTorch's
@@ -24,7 +26,10 @@ import sys
 import time
 
 from autograd_lint.lint.engine import check_source
+from pygls.workspace import PositionCodec
+
 from autograd_lint.lint.fix import fix_diagnostic
+from autograd_lint.lint.server import text_edits
 from autograd_lint.model.source import SourceFile
 from autograd_lint.rules import rule_by_code
 from autograd_lint.settings import Settings
@@ -76,14 +81,21 @@ def main() -> None:
         sys.exit(f"{path}: no finding with a fix")
     finding = fixable[0]
     fix_diagnostic(source, settings, finding, checked.analysis)  # warm-up: imports
-    times = []
+    times, requests = [], []
     for _ in range(runs):
         start = time.process_time()
         fixed = fix_diagnostic(source, settings, finding, checked.analysis)
         times.append(time.process_time() - start)
+        if fixed is not None:
+            # The rest of the server's answer: the edits turning the buffer into the fixed text.
+            text_edits(source.text, fixed, PositionCodec())
+            requests.append(time.process_time() - start)
     shown = ", ".join(f"{t:.3f}" for t in sorted(times))
     print(f"{path}: {finding.code} at line {finding.line} fixed ({fixed is not None}): "
           f"median {statistics.median(times):.3f} s CPU per fix ({shown})")
+    if requests:
+        shown = ", ".join(f"{t:.3f}" for t in sorted(requests))
+        print(f"  with the server's text edits: median {statistics.median(requests):.3f} s CPU per request ({shown})")
 
 
 if __name__ == "__main__":
