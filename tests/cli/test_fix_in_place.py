@@ -146,3 +146,22 @@ def test_head_imports_equal_libcst_import_adder(head: str, refs: tuple[ImportRef
         AddImportsVisitor.add_needed_import(context, ref.module, ref.obj, ref.asname)
     expected = fix.transform_once(AddImportsVisitor(context), module).code
     assert add_imports(module, refs, None).code == expected
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["analysis-parse", "statement-parse"])
+def test_both_ways_to_the_statement_give_the_whole_module_fix(whole: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analysis's own whole-module parse, and a parse of the top-level statement alone."""
+    from autograd_lint.model.extract import ParsedUnit
+
+    text = NESTED + "\n\nx = XSinX.forward(None, 1)\n"  # a direct call: the analysis parses the module whole
+    source = SourceFile("example.py", text, "example")
+    checked = check_source(source, SETTINGS)
+    assert checked.analysis is not None and checked.analysis.whole_module is not None
+    if not whole:
+        monkeypatch.setattr(ParsedUnit, "has_positions", property(lambda self: False))
+    (diagnostic,) = [d for d in checked.diagnostics if d.code == "AGL009"]
+    rule = rule_by_code("AGL009")
+    assert rule is not None
+    local = fix_in_place(rule, checked.analysis, source, diagnostic, SETTINGS)
+    monkeypatch.setattr(fix, "fix_in_place", lambda *arguments: UNDECIDED)
+    assert local is not UNDECIDED and local == fix.fix_diagnostic(source, SETTINGS, diagnostic, checked.analysis)
