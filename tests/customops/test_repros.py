@@ -14,6 +14,7 @@ from autograd_lint.model.custom_ops import RunCustomOps
 from autograd_lint.model.source import SourceFile
 from autograd_lint.settings import Settings
 from gentests_support import gen_tests
+from pytest_process import run_pytest
 from repro_cases import REPROS, Repro
 
 SETTINGS = Settings(select=("AGL",), extend_select=("AGL117",))
@@ -51,7 +52,7 @@ def test_generated_tests_fail_on_the_bad_case_only(pytester: pytest.Pytester) ->
     generated = gen_tests(pytester.path, "repros", "--out", "generated", "--compile-parity")
     assert generated.returncode == 0, generated.stderr
     report = pytester.path / "report.xml"
-    pytester.runpytest_subprocess("generated", "-p", "no:cacheprovider", "--continue-on-collection-errors",
+    run_pytest(pytester, "generated", "-p", "no:cacheprovider", "--continue-on-collection-errors",
                                   f"--junitxml={report}")
     failures = failures_by_module(report)
     for repro in REPROS:

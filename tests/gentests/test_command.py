@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from pytest_process import run_pytest
 
 from autograd_lint.cli import main
 
@@ -177,7 +178,7 @@ def test_recorded_cuda_cases_are_skipped_where_cuda_is_missing(pytester: pytest.
     assert 'pytest.param(Case((tensor((2, 3)),)), id="recorded-2x3")' in text
     assert 'id="recorded-4@cuda:0", marks=requires_device("cuda:0")' in text
 
-    result = pytester.runpytest_subprocess(str(project / OUT), "-rs", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, str(project / OUT), "-rs", "-p", "no:cacheprovider")
     # gradcheck, non-contiguous gradcheck (skipped for the vector), gradgradcheck on each case
     if torch.cuda.is_available():
         result.assert_outcomes(passed=5, skipped=1)
@@ -202,7 +203,7 @@ def test_a_pickled_cuda_case_is_marked_and_its_module_collects(pytester: pytest.
     assert gen("--inputs", "inputs.json") == 0
     text = GENERATED.read_text()
     assert 'marks=requires_device("cuda:0")' in text
-    result = pytester.runpytest_subprocess(str(project / OUT), "-rs", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, str(project / OUT), "-rs", "-p", "no:cacheprovider")
     if not torch.cuda.is_available():
         result.stdout.fnmatch_lines(["SKIPPED *case recorded on cuda:0; cuda is not available here"])
     assert result.ret == pytest.ExitCode.OK
@@ -216,6 +217,6 @@ def test_a_module_whose_dependency_is_missing_is_skipped_not_an_error(pytester: 
     ops = project / "pkg" / "ops.py"
     ops.write_text("import not_installed_anywhere_xyz\n" + ops.read_text())
     assert gen() == 0
-    result = pytester.runpytest_subprocess(str(project / OUT), "-rs", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, str(project / OUT), "-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED *pkg.ops cannot be imported here: it needs not_installed_anywhere_xyz*"])

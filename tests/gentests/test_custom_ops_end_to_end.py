@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class, reported_test_names
+from pytest_process import run_pytest
 
 pytest.importorskip("torch")
 
@@ -30,7 +31,7 @@ def generate_and_run(pytester: pytest.Pytester, variant: str, *options: str) -> 
     generated = gen_tests(project, ".", "--out", "generated", *options)
     assert generated.returncode == 0, generated.stderr
     assert f"wrote {Path('generated') / 'test_opcheck_opspkg_ops.py'} ({OP_COUNT} custom op(s))" in generated.stdout
-    pytester.runpytest_subprocess(str(project / "generated"), "-p", "no:cacheprovider",
+    run_pytest(pytester, str(project / "generated"), "-p", "no:cacheprovider",
                                   f"--junitxml={project / 'report.xml'}")
     return project / "report.xml"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 pytest.importorskip("torch")
 
@@ -52,7 +53,7 @@ def test_a_cholesky_forward_gets_positive_definite_inputs(pytester: pytest.Pytes
     pytester.makepyfile(logdet=LOGDET)
     generated = gen_tests(pytester.path, "logdet.py", "--out", "gen")
     assert generated.returncode == 0, generated.stderr
-    pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    run_pytest(pytester, "gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert set(outcomes["TestLogDet"]) == {"passed"}, outcomes
     assert outcomes["TestWrongLogDet"].get("failed", 0) >= 1, outcomes
@@ -83,7 +84,7 @@ def test_a_forward_that_draws_random_numbers_is_skipped_with_the_reason(pytester
     # differences of a random forward failed without a bug.
     pytester.makepyfile(untestable=UNTESTABLE)
     assert gen_tests(pytester.path, "untestable.py", "--out", "gen").returncode == 0
-    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "-rs", "--junitxml=report.xml")
+    result = run_pytest(pytester, "gen", "-p", "no:cacheprovider", "-rs", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert set(outcomes["TestNoisyScale"]) == {"skipped"}, outcomes
     result.stdout.fnmatch_lines(["*NoisyScale: forward gives different outputs for the same inputs*"])
@@ -118,13 +119,13 @@ def test_evidence_in_forward_puts_its_domain_first(pytester: pytest.Pytester) ->
     assert generated.returncode == 0, generated.stderr
     text = (pytester.path / "gen" / "test_gradcheck_eig.py").read_text()
     assert 'domains=("positive_definite",)' in text
-    pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    run_pytest(pytester, "gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert set(outcomes["TestEigenvalues"]) == {"passed"}, outcomes
 
     # The same test without the evidence: the first domain forward accepts, a false failure.
     (pytester.path / "gen" / "test_gradcheck_eig.py").write_text(text.replace(', domains=("positive_definite",)', ""))
-    pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    run_pytest(pytester, "gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert outcomes["TestEigenvalues"].get("failed", 0) >= 1, outcomes
 

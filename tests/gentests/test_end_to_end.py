@@ -13,6 +13,7 @@ import re
 import pytest
 
 from gentests_support import copy_project, gen_tests, origin_counts, outcomes_by_class, reported_test_names
+from pytest_process import run_pytest
 
 pytest.importorskip("torch")
 
@@ -33,7 +34,7 @@ def test_record_generate_run_correct_and_wrong_backwards(pytester: pytest.Pytest
 
     # The project's tests run from its root, as its developers run them.
     monkeypatch.chdir(correct)
-    recorded = pytester.runpytest_subprocess("usage_tests", "--autograd-record", "-p", "no:cacheprovider")
+    recorded = run_pytest(pytester, "usage_tests", "--autograd-record", "-p", "no:cacheprovider")
     recorded.assert_outcomes(passed=5)
     recorded.stdout.fnmatch_lines(["autograd-lint: recorded inputs of 6 Function(s) to *inputs.json"])
     recording = str(correct / ".autograd-lint" / "inputs.json")
@@ -46,7 +47,7 @@ def test_record_generate_run_correct_and_wrong_backwards(pytester: pytest.Pytest
         assert generated.returncode == 0, generated.stderr
         counts = origin_counts(generated.stdout)
         assert counts == {"total": FUNCTION_COUNT, "recorded": 6, "static": 8, "search": 12, "none": 0}
-        pytester.runpytest_subprocess(str(project / "generated"), "-p", "no:cacheprovider",
+        run_pytest(pytester, str(project / "generated"), "-p", "no:cacheprovider",
                                       f"--junitxml={project / 'report.xml'}")
 
     outcomes = outcomes_by_class(correct / "report.xml")

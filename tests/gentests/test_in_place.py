@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 pytest.importorskip("torch")
 
@@ -62,7 +63,7 @@ def test_in_place_functions_are_called_on_clones(pytester: pytest.Pytester) -> N
     assert generated.returncode == 0, generated.stderr
     text = (pytester.path / "gen" / "test_gradcheck_in_place_fns.py").read_text()
     assert "check_gradcheck(in_place(subject.Exp_), case)" in text
-    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    result = run_pytest(pytester, "gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     # Sin_'s non-contiguous gradcheck skips: gradcheck fails on contiguous inputs too.
     assert outcomes == {"TestExp_": {"passed": 3}, "TestSin_": {"failed": 2, "skipped": 1}}, result.stdout.str()

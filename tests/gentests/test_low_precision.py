@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 pytest.importorskip("torch")
 
@@ -69,7 +70,7 @@ def _generate(pytester: pytest.Pytester, declaration: str, wrong: bool = False,
 
 
 def _outcomes(pytester: pytest.Pytester) -> tuple[dict, pytest.RunResult]:
-    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    result = run_pytest(pytester, "gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
     return {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}, result
 
 

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 pytest.importorskip("torch")
 
@@ -97,7 +98,7 @@ def test_a_function_assuming_contiguous_memory_fails_and_says_so(pytester: pytes
     # Only vectors: nothing to pass non-contiguous with its shape kept.
     assert "check_gradcheck_non_contiguous(subject.Scale, case)" not in text
 
-    result = pytester.runpytest_subprocess("gen", "-rs", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    result = run_pytest(pytester, "gen", "-rs", "-p", "no:cacheprovider", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert outcomes == {
         "TestMatmul": {"passed": 3},

@@ -4,6 +4,7 @@ readable failures and the input kinds the harness makes (issue 25)."""
 from __future__ import annotations
 
 import pytest
+from pytest_process import run_pytest
 
 torch = pytest.importorskip("torch")
 
@@ -218,7 +219,7 @@ def test_the_suite_reports_checks_cut_off(pytester: pytest.Pytester, monkeypatch
             check_gradcheck(SlowForward, Case((any_tensor(),)))
     """)
     monkeypatch.setenv(harness.CHECK_SECONDS_VARIABLE, "0.5")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = run_pytest(pytester, "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*autograd-lint: 1 generated check(s) cut off by the time limit*"])
 
 

@@ -12,6 +12,7 @@ import json
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 pytest.importorskip("torch")
 
@@ -151,7 +152,7 @@ def test_object_arguments_are_pickled_replayed_and_checked(pytester: pytest.Pyte
         _project(pytester, name, wrong)
         project = pytester.path / name
         monkeypatch.chdir(project)
-        result = pytester.runpytest_subprocess("test_usage.py", "--autograd-record", "-p", "no:cacheprovider")
+        result = run_pytest(pytester, "test_usage.py", "--autograd-record", "-p", "no:cacheprovider")
         result.assert_outcomes(passed=4)
         result.stdout.fnmatch_lines(["autograd-lint: recorded inputs of 4 Function(s) to *inputs.json"])
         data = json.loads((project / ".autograd-lint" / "inputs.json").read_text())
@@ -172,7 +173,7 @@ def test_object_arguments_are_pickled_replayed_and_checked(pytester: pytest.Pyte
         assert "recorded(" in text and 'id="recorded-Operator-3x2-4x3"' in text
         monkeypatch.chdir(pytester.path)
         (project / "test_usage.py").unlink()  # the replay must not need the test module
-        pytester.runpytest_subprocess(str(project / "generated"), "-p", "no:cacheprovider",
+        run_pytest(pytester, str(project / "generated"), "-p", "no:cacheprovider",
                                       f"--junitxml={project / 'report.xml'}")
     correct = outcomes_by_class(pytester.path / "correct" / "report.xml")
     # The non-contiguous gradcheck too (not for Scaled's vector): Integrate's Field sees its weight laid out so.

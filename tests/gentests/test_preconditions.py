@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 torch = pytest.importorskip("torch")
 
@@ -77,7 +78,7 @@ def test_deliberate_and_distributed_backward_errors_skip_and_a_wrong_shape_fails
     pytester.makepyfile(preconditions=FUNCTIONS)
     generated = gen_tests(pytester.path, "preconditions.py", "--out", "gen")
     assert generated.returncode == 0, generated.stderr
-    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "-rs", "--junitxml=report.xml")
+    result = run_pytest(pytester, "gen", "-p", "no:cacheprovider", "-rs", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert outcomes == {
         # gradcheck, its non-contiguous twin, gradgradcheck; DebugInfo, an undeclared surrogate: gradcheck, surrogate

@@ -16,6 +16,7 @@ import weakref
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 torch = pytest.importorskip("torch")
 
@@ -126,7 +127,7 @@ GLOO_1 = {"backend": "gloo", "rank": 0, "world_size": 1}
 
 def _record_and_generate(pytester: pytest.Pytester) -> dict:
     pytester.makepyfile(ops=OPS, test_recorded=RECORDED_TESTS)
-    pytester.runpytest_subprocess("--autograd-record-file=rec.json", "-p", "no:cacheprovider",
+    run_pytest(pytester, "--autograd-record-file=rec.json", "-p", "no:cacheprovider",
                                   "test_recorded.py").assert_outcomes(passed=2)
     generated = gen_tests(pytester.path, "ops.py", "--inputs", "rec.json", "--out", "gen")
     assert generated.returncode == 0, generated.stderr
@@ -146,7 +147,7 @@ def test_the_group_is_recorded_with_each_case_and_a_world_of_one_is_replayed_und
     source = (pytester.path / "gen" / "test_gradcheck_ops.py").read_text()
     assert 'process_group=RecordedProcessGroup("gloo", world_size=1, mesh_device="cpu", mesh_shape=(1,))' in source
     pytester.makepyfile(test_zz_after=AFTER)
-    result = pytester.runpytest_subprocess("gen", "test_zz_after.py", "-p", "no:cacheprovider",
+    result = run_pytest(pytester, "gen", "test_zz_after.py", "-p", "no:cacheprovider",
                                            "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert outcomes == {
@@ -170,7 +171,7 @@ def test_a_case_recorded_in_a_larger_world_is_skipped_with_the_reason(pytester: 
     entry["cases"][0]["process_group"]["world_size"] = 4
     (pytester.path / "rec.json").write_text(json.dumps(recording))
     assert gen_tests(pytester.path, "ops.py", "--inputs", "rec.json", "--out", "gen").returncode == 0
-    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "-rs", "-k", "AllReduceSum")
+    result = run_pytest(pytester, "gen", "-p", "no:cacheprovider", "-rs", "-k", "AllReduceSum")
     result.assert_outcomes(skipped=3)
     result.stdout.fnmatch_lines([("SKIPPED [[]3[]] *recorded in a process group of world size 4; a replay in one "
                                   "process can't reproduce its collectives")])

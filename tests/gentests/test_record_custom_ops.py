@@ -8,6 +8,7 @@ import re
 import pytest
 
 from gentests_support import gen_tests
+from pytest_process import run_pytest
 
 OPS = '''\
 import torch
@@ -79,7 +80,7 @@ def test_a_failing_call_is_not_recorded():
 def test_custom_op_calls_are_recorded_and_replayed(pytester: pytest.Pytester) -> None:
     pytest.importorskip("torch")
     pytester.makepyfile(ops=OPS, test_usage=USAGE)
-    result = pytester.runpytest_subprocess("--autograd-record", "-p", "no:cacheprovider", "test_usage.py")
+    result = run_pytest(pytester, "--autograd-record", "-p", "no:cacheprovider", "test_usage.py")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "autograd-lint: recorded inputs of 0 Function(s) and 1 custom op(s) to *inputs.json, "
@@ -111,7 +112,7 @@ def test_custom_op_calls_are_recorded_and_replayed(pytester: pytest.Pytester) ->
     assert ids and all(i.startswith("recorded") for i in ids), window_class
     assert "3, 2.0" in window_class  # the recorded width and scale
 
-    run = pytester.runpytest_subprocess("generated", "-p", "no:cacheprovider", "-q")
+    run = run_pytest(pytester, "generated", "-p", "no:cacheprovider", "-q")
     outcomes = run.parseoutcomes()
     assert outcomes.get("failed", 0) == 0 and outcomes.get("error", 0) == 0, run.stdout.str()
     assert outcomes["passed"] >= 3 * 2  # opcheck, gradcheck, for both recorded cases at least

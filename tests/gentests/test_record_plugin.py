@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pytest_process import run_pytest
 
 OPS = '''\
 import torch
@@ -50,7 +51,7 @@ def test_without_the_option_the_plugin_imports_nothing_and_writes_nothing(pytest
         def test_torch_is_not_imported():
             assert "torch" not in sys.modules
     """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = run_pytest(pytester, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert not (pytester.path / ".autograd-lint").exists()
     assert "recorded inputs" not in result.stdout.str()
@@ -73,7 +74,7 @@ def test_records_structure_counted_and_the_values_of_the_first_call(pytester: py
             Add.apply(torch.ones(2), torch.ones(2))
             torch.nn.functional.relu(x).sum().backward()     # torch's own code is not recorded
     """)
-    result = pytester.runpytest_subprocess("--autograd-record", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, "--autograd-record", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["autograd-lint: recorded inputs of 2 Function(s) to *inputs.json, "
                                  "1 call(s) with unrecordable arguments"])
@@ -117,7 +118,7 @@ class Checked(Function):
         def test_valid():
             Checked.apply(torch.ones(2, 2))
     """)
-    result = pytester.runpytest_subprocess("--autograd-record", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, "--autograd-record", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*recorded inputs of 1 Function(s)*, 1 call(s) whose forward raised (not recorded)"])
     cases = recorded(pytester)["functions"]["ops.Checked"]["cases"]
@@ -138,7 +139,7 @@ def test_large_tensors_keep_statistics_from_which_valid_values_are_drawn(pyteste
             Add.apply(probabilities, probabilities)
             Add.apply(torch.randint(3, 9, (100,)), torch.randint(3, 9, (100,)))
     """)
-    pytester.runpytest_subprocess("--autograd-record", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    run_pytest(pytester, "--autograd-record", "-p", "no:cacheprovider").assert_outcomes(passed=1)
     stats = {tuple(case["args"][0]["tensor"]["shape"]): case["args"][0]["tensor"]["stats"]
              for case in recorded(pytester)["functions"]["ops.Add"]["cases"]}
     assert stats[(12, 12)]["positive_definite"] and stats[(12, 12)]["symmetric"]
@@ -156,7 +157,7 @@ def test_the_recording_feeds_gen_tests(pytester: pytest.Pytester) -> None:
         def test_add():
             Add.apply(torch.ones(2, 5), torch.ones(5))
     """)
-    pytester.runpytest_subprocess("--autograd-record-file=rec.json", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    run_pytest(pytester, "--autograd-record-file=rec.json", "-p", "no:cacheprovider").assert_outcomes(passed=1)
     # The installed command, through this interpreter: CI does not put the venv on PATH.
     result = pytester.run(sys.executable, "-m", "autograd_lint", "gen-tests", "ops.py", "--inputs", "rec.json", "--out", "gen")
     assert result.ret == 0
@@ -164,7 +165,7 @@ def test_the_recording_feeds_gen_tests(pytester: pytest.Pytester) -> None:
     generated = (pytester.path / "gen" / "test_gradcheck_ops.py").read_text()
     assert ('pytest.param(Case((tensor((2, 5), values=(1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)), '
             'tensor((5,), values=(1.0, 1.0, 1.0, 1.0, 1.0)))), id="recorded-2x5-5")') in generated
-    run = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "-v")
+    run = run_pytest(pytester, "gen", "-p", "no:cacheprovider", "-v")
     run.assert_outcomes(passed=7)  # gradcheck, its non-contiguous twin and gradgradcheck each, the None check
     run.stdout.fnmatch_lines(["*::TestScale::test_gradcheck[[]search-?-number-sum-None[]] PASSED*",
                               "*::TestAdd::test_gradcheck[[]recorded-2x5-5[]] PASSED*"])
@@ -190,7 +191,7 @@ def test_xdist_workers_hand_their_cases_to_the_controller(pytester: pytest.Pytes
     kept = {"module": "old", "qualname": "Kept", "path": "old.py", "cases": []}
     previous = {"format": 1, "functions": {"old.Kept": kept}}
     (pytester.path / "rec.json").write_text(json.dumps(previous))
-    result = pytester.runpytest_subprocess("-n", "2", "--autograd-record-file=rec.json", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, "-n", "2", "--autograd-record-file=rec.json", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     data = recorded(pytester, "rec.json")
     assert sorted(data["functions"]) == ["old.Kept", "ops.Add", "ops.Scale"]
@@ -220,7 +221,7 @@ def test_a_path_after_the_flag_is_a_test_path_not_the_output(
 ) -> None:
     pytest.importorskip("torch")
     before = _two_test_directories(pytester)
-    result = pytester.runpytest_subprocess("--autograd-record", selection, "-p", "no:cacheprovider",
+    result = run_pytest(pytester, "--autograd-record", selection, "-p", "no:cacheprovider",
                                            "--rootdir", str(pytester.path))
     result.assert_outcomes(passed=len(expected))
     assert result.ret == 0
@@ -230,7 +231,7 @@ def test_a_path_after_the_flag_is_a_test_path_not_the_output(
 
 def test_an_existing_file_that_is_not_a_recording_is_refused_with_one_line(pytester: pytest.Pytester) -> None:
     before = _two_test_directories(pytester)
-    result = pytester.runpytest_subprocess("--autograd-record-file=tests/test_x.py", "tests",
+    result = run_pytest(pytester, "--autograd-record-file=tests/test_x.py", "tests",
                                            "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.strip()]
@@ -243,7 +244,7 @@ def test_an_existing_file_that_is_not_a_recording_is_refused_with_one_line(pytes
 
 def test_a_directory_is_refused_with_one_line(pytester: pytest.Pytester) -> None:
     _two_test_directories(pytester)
-    result = pytester.runpytest_subprocess("--autograd-record-file", "tests", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, "--autograd-record-file", "tests", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert [line for line in result.stderr.lines if line.strip()] == [
         f"ERROR: {pytester.path / 'tests'}: is a directory, not a recording file; give another --autograd-record-file"
@@ -253,8 +254,8 @@ def test_a_directory_is_refused_with_one_line(pytester: pytest.Pytester) -> None
 def test_an_existing_recording_is_replaced_atomically_keeping_uncalled_functions(pytester: pytest.Pytester) -> None:
     pytest.importorskip("torch")
     _two_test_directories(pytester)
-    pytester.runpytest_subprocess("--autograd-record", "tests/test_x.py", "-p", "no:cacheprovider")
-    pytester.runpytest_subprocess("--autograd-record", "tests/test_y.py", "-p", "no:cacheprovider")
+    run_pytest(pytester, "--autograd-record", "tests/test_x.py", "-p", "no:cacheprovider")
+    run_pytest(pytester, "--autograd-record", "tests/test_y.py", "-p", "no:cacheprovider")
     assert sorted(recorded(pytester)["functions"]) == ["ops.Add", "ops.Scale"]
     assert [p.name for p in (pytester.path / ".autograd-lint").iterdir()] == ["inputs.json"]
 
@@ -269,10 +270,10 @@ def test_torch_s_own_functions_are_recorded_only_when_asked(pytester: pytest.Pyt
             x = torch.rand(1, 3, 2, 2, requires_grad=True)
             torch.nn.CrossMapLRN2d(3)(x).sum().backward()   # torch.nn.modules._functions.CrossMapLRN2d
     """)
-    result = pytester.runpytest_subprocess("--autograd-record", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, "--autograd-record", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert recorded(pytester)["functions"] == {}
-    result = pytester.runpytest_subprocess("--autograd-record", "--autograd-record-torch", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, "--autograd-record", "--autograd-record-torch", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["autograd-lint: recorded inputs of 1 Function(s) to *inputs.json"])
     entry = recorded(pytester)["functions"]["torch.nn.modules._functions.CrossMapLRN2d"]
@@ -289,7 +290,7 @@ def test_a_call_made_while_dynamo_traces_does_not_hide_the_real_call(pytester: p
             x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
             torch.cond(x.sum() > 0, lambda t: t.sin(), lambda t: t.cos(), (x,)).sum().backward()
     """)
-    result = pytester.runpytest_subprocess("--autograd-record", "--autograd-record-torch", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, "--autograd-record", "--autograd-record-torch", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     cases = recorded(pytester)["functions"]["torch._higher_order_ops.cond.CondAutogradOp"]["cases"]
     assert len(cases) == 1 and cases[0]["pickled"]
@@ -298,6 +299,6 @@ def test_a_call_made_while_dynamo_traces_does_not_hide_the_real_call(pytester: p
 
 def test_a_file_given_to_the_flag_names_the_file_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_a="def test_a():\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--autograd-record=x.json")
+    result = run_pytest(pytester, "-p", "no:cacheprovider", "--autograd-record=x.json")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*--autograd-record takes no value*--autograd-record-file=FILE*"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 torch = pytest.importorskip("torch")
 
@@ -74,7 +75,7 @@ def test_a_function_with_a_sparse_output_is_checked_without_a_false_failure(pyte
     pytester.makepyfile(sparse=SPARSE)
     generated = gen_tests(pytester.path, "sparse.py", "--out", "gen")
     assert generated.returncode == 0, generated.stderr
-    result = pytester.runpytest_subprocess("gen", "-rs", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    result = run_pytest(pytester, "gen", "-rs", "-p", "no:cacheprovider", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     output = result.stdout.str()
     assert outcomes["TestSparseProduct"] == {"passed": 3}, output

@@ -16,6 +16,7 @@ import warnings
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 torch = pytest.importorskip("torch")
 masked = pytest.importorskip("torch.masked")
@@ -266,7 +267,7 @@ def test_subclass_arguments_are_recorded_replayed_and_checked(pytester: pytest.P
         _project(pytester, name, wrong)
         project = pytester.path / name
         monkeypatch.chdir(project)
-        result = pytester.runpytest_subprocess("test_usage.py", "--autograd-record", "-p", "no:cacheprovider")
+        result = run_pytest(pytester, "test_usage.py", "--autograd-record", "-p", "no:cacheprovider")
         result.assert_outcomes(passed=4)
         data = json.loads((project / ".autograd-lint" / "inputs.json").read_text())
         args = {key.rsplit(".", 1)[-1]: entry["cases"][0]["args"] for key, entry in data["functions"].items()}
@@ -280,7 +281,7 @@ def test_subclass_arguments_are_recorded_replayed_and_checked(pytester: pytest.P
         assert 'id="recorded-NestedTensor-2xjx3-3"' in text
         monkeypatch.chdir(pytester.path)
         (project / "test_usage.py").unlink()  # the replay must not need the test module
-        pytester.runpytest_subprocess(str(project / "generated"), "-p", "no:cacheprovider",
+        run_pytest(pytester, str(project / "generated"), "-p", "no:cacheprovider",
                                       f"--junitxml={project / 'report.xml'}")
     correct = outcomes_by_class(pytester.path / "correct" / "report.xml")
     # MaskedDouble has no plain input: gradcheck and gradgradcheck skip, its gradients' structure is checked.

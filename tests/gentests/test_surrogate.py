@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 pytest.importorskip("torch")
 
@@ -41,7 +42,7 @@ def _run(pytester: pytest.Pytester, declaration: str, pyproject: str = "") -> tu
         pytester.makefile(".toml", pyproject=pyproject)
     generated = gen_tests(pytester.path, "revgrad.py", "--out", "gen")
     assert generated.returncode == 0, generated.stderr
-    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "-v", "--junitxml=report.xml")
+    result = run_pytest(pytester, "gen", "-p", "no:cacheprovider", "-v", "--junitxml=report.xml")
     return {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}, result
 
 
@@ -56,7 +57,7 @@ def test_undeclared_gradient_reversal_is_recognised_and_gradcheck_is_expected_to
     assert "@pytest.mark.xfail(reason=\"backward plainly is not the derivative of forward: forward returns its " \
            "input 'x' unchanged and backward returns the output gradient scaled" in text
     # Run as a normal test, the gradcheck failure explains itself.
-    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--runxfail", "-k", "not surrogate")
+    result = run_pytest(pytester, "gen", "-p", "no:cacheprovider", "--runxfail", "-k", "not surrogate")
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
     # The searched alpha is a tensor (it is saved for backward), not a number, and gets no gradient.
@@ -207,7 +208,7 @@ def test_backward_plainly_not_the_derivative_is_hinted_and_nothing_else(pytester
     assert "on which the output does not depend: a rerouted gradient" in generated.stdout
     assert "a straight-through estimator" in generated.stdout
     assert "also where it was overwritten" in generated.stdout
-    pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    run_pytest(pytester, "gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     for name in ("TestStitch", "TestRoundSTE", "TestAssign"):
         assert outcomes[name] == {"skipped": 1, "passed": 1}, (name, outcomes[name])  # xfailed gradcheck
@@ -289,7 +290,7 @@ def test_split_style_and_several_outputs_are_hinted_too(pytester: pytest.Pyteste
                     if "backward plainly is not the derivative" in line)
     assert hinted == ["ScaleGrad", "ZeroGradients"]
     assert "forward returns its input 'x' unchanged and backward returns zeros for it" in generated.stdout
-    pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    run_pytest(pytester, "gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert outcomes == {
         "TestScaleGrad": {"skipped": 1, "passed": 1},  # xfailed gradcheck, surrogate gradients

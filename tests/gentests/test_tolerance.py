@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 pytest.importorskip("torch")
 
@@ -45,7 +46,7 @@ def _generate(pytester: pytest.Pytester, declaration: str, pyproject: str = "") 
 
 
 def _outcomes(pytester: pytest.Pytester) -> tuple[dict, pytest.RunResult]:
-    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    result = run_pytest(pytester, "gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
     return {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}, result
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from gentests_support import gen_tests, outcomes_by_class
+from pytest_process import run_pytest
 
 pytest.importorskip("torch")
 
@@ -76,7 +77,7 @@ def test_vmap_of_a_numpy_function_with_a_vmap_rule_passes_and_a_backward_broken_
     pytester.makepyfile(numpy_fns=FUNCTIONS)
     generated = gen_tests(pytester.path, "numpy_fns.py", "--out", "gen")
     assert generated.returncode == 0, generated.stderr
-    result = pytester.runpytest_subprocess("gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
+    result = run_pytest(pytester, "gen", "-p", "no:cacheprovider", "--junitxml=report.xml")
     outcomes = {name: dict(counts) for name, counts in outcomes_by_class(pytester.path / "report.xml").items()}
     assert outcomes == {
         # gradcheck, its non-contiguous twin, gradgradcheck, forward AD, vmap
