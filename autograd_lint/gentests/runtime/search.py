@@ -276,7 +276,7 @@ def _search(function: Any, case: Case) -> Resolution | None:
     scalar_choices = list(itertools.product(SCALAR_CANDIDATES, repeat=scalar_count))
     # Shapes and numbers rejected for their shapes: other value domains would not help.
     rejected_shapes: set[tuple[Any, ...]] = set()
-    lifts = filters = 0
+    lifts = filters = reduced = 0
     while plans:
         # Dimensions of a size forward's source fixes have it in every plan (see .param_uses.parameter_sizes).
         for plan, scalars, domain in search_candidates([with_sizes(plans.popleft(), sizes)], scalar_choices,
@@ -310,11 +310,52 @@ def _search(function: Any, case: Case) -> Resolution | None:
             error = _backward_failure(function, args)
             if error is None:
                 return Resolution(plan, scalars, domain)
+            shaped = _plan_of_gradient_shape(plan, case, args, str(error))
+            if shaped is not None and shaped not in seen and reduced < _MAX_REDUCED:
+                seen.add(shaped)
+                plans.appendleft(shaped)
+                reduced += 1
             if _about_shapes(f"{type(error).__name__}: {error}"):
                 rejected_shapes.add((plan, scalars))
             forward_only = forward_only or Resolution(plan, scalars, domain, f"{type(error).__name__}: {error}",
                                                       _unmet_precondition(function, error))
     return forward_only
+
+
+# autograd's check of a gradient's shape, which names the tensor input (0-based, among the tensors) and both shapes.
+_INVALID_GRADIENT = re.compile(
+    r"returned an invalid gradient at index (\d+) - got \[([\d, ]*)\] but expected shape compatible with \[([\d, ]*)\]")
+
+
+def _plan_of_gradient_shape(plan: tuple[tuple[int, ...], ...], case: Case, args: tuple[Any, ...],
+                            error: str) -> tuple[tuple[int, ...], ...] | None:
+    """``plan`` with a searched tensor given the shape backward's gradient for it has, when
+    ``error`` is autograd's "returned an invalid gradient at index i - got [S] but expected
+    shape compatible with [T]" for it and S has fewer dimensions than T; else None.
+
+    A gradient reduced over dimensions is backward's word that the input broadcasts
+    against the others: spikingjelly's ``DSRLIFFunction`` sums a threshold's gradient
+    to a 0-d tensor, as its callers pass a 0-d threshold; a searched (3, 4) one made
+    backward fail on every candidate.  A gradient of the same rank but other sizes
+    (a convolution's padding off by one) says nothing of the input meant.
+    """
+    match = _INVALID_GRADIENT.search(error)
+    if match is None:
+        return None
+    tensors = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    searched = [k for k, a in enumerate(case.args) if isinstance(a, TensorInput) and a.shape is None]
+    index = int(match.group(1))
+    if index >= len(tensors) or tensors[index] not in searched:
+        return None
+    shape = tuple(int(size) for size in match.group(2).replace(" ", "").split(",") if size)
+    if len(shape) >= len(args[tensors[index]].shape):
+        return None
+    position = searched.index(tensors[index])
+    return plan[:position] + (shape,) + plan[position + 1:]
+
+
+# Plans with a gradient's reduced shape tried on backward's word, at most.
+_MAX_REDUCED = 2
 
 
 # Plans with more dimensions tried on forward's word, at most (each costs a pass over the numbers and domains).
