@@ -331,13 +331,15 @@ def _plan_of_gradient_shape(plan: tuple[tuple[int, ...], ...], case: Case, args:
                             error: str) -> tuple[tuple[int, ...], ...] | None:
     """``plan`` with a searched tensor given the shape backward's gradient for it has, when
     ``error`` is autograd's "returned an invalid gradient at index i - got [S] but expected
-    shape compatible with [T]" for it and S has fewer dimensions than T; else None.
+    shape compatible with [T]" for it and S has no more dimensions than T; else None.
 
-    A gradient reduced over dimensions is backward's word that the input broadcasts
-    against the others: spikingjelly's ``DSRLIFFunction`` sums a threshold's gradient
-    to a 0-d tensor, as its callers pass a 0-d threshold; a searched (3, 4) one made
-    backward fail on every candidate.  A gradient of the same rank but other sizes
-    (a convolution's padding off by one) says nothing of the input meant.
+    The gradient's shape is backward's word on the input meant: spikingjelly's
+    ``DSRLIFFunction`` sums a threshold's gradient to a 0-d tensor, as its callers pass
+    a 0-d threshold, and ``DSRIFFunction`` stacks ``T`` time steps, as its callers pass
+    ``T`` steps; a searched (3, 4) input made backward fail on every candidate.  The
+    shape is kept only where forward accepts it and backward then returns a gradient
+    of that shape: a backward wrong for every shape still fails.  Tried at most
+    :data:`_MAX_REDUCED` times per case.
     """
     match = _INVALID_GRADIENT.search(error)
     if match is None:
@@ -348,13 +350,13 @@ def _plan_of_gradient_shape(plan: tuple[tuple[int, ...], ...], case: Case, args:
     if index >= len(tensors) or tensors[index] not in searched:
         return None
     shape = tuple(int(size) for size in match.group(2).replace(" ", "").split(",") if size)
-    if len(shape) >= len(args[tensors[index]].shape):
+    if len(shape) > len(args[tensors[index]].shape):
         return None
     position = searched.index(tensors[index])
     return plan[:position] + (shape,) + plan[position + 1:]
 
 
-# Plans with a gradient's reduced shape tried on backward's word, at most.
+# Plans with a gradient's shape tried on backward's word, at most.
 _MAX_REDUCED = 2
 
 
