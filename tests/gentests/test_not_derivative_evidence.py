@@ -379,3 +379,23 @@ def test_a_random_forward_gets_the_same_verdict_whichever_tests_ran_before() -> 
         outcomes.add(_outcome(_rare_flip()))
     assert len(outcomes) == 1, outcomes
     assert "forward gives different outputs for the same inputs under seeds 0 and " in outcomes.pop()
+
+
+class WrongDowncast(torch.autograd.Function):
+    """forward returns float32 for float64 inputs; backward forgets the factor 2."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x * x).float()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return x * grad.to(x.dtype)
+
+
+def test_a_wrong_cast_says_whether_float32_resolves_the_mismatch() -> None:
+    # The float32 verdict raised "got multiple values for keyword argument 'eps'" (spikingjelly's DSR neurons).
+    with pytest.raises(pytest.fail.Exception, match=r"in float32 \(eps=0.001, atol=0.001, rtol=0.01\): fails too"):
+        harness.check_gradcheck(WrongDowncast, Case((tensor((4, 3)),)))
