@@ -271,6 +271,25 @@ def never_differentiated(spec: FunctionSpec) -> frozenset[int]:
     return frozenset(positions or ())
 
 
+def always_differentiated(spec: FunctionSpec) -> frozenset[int]:
+    """Positions of the inputs for which every ``return`` of backward gives an expression known to be a tensor.
+
+    A parameter with a number for default is still a tensor there: a number gets
+    no gradient, and autograd raises on one ("returned a gradient different than
+    None at position 3, but the corresponding forward input was not a Variable"),
+    as spikingjelly's ``DSRIFFunction(inp, T=10, v_threshold=1.0, ...)`` does when
+    given its default: its real callers pass a 0-d threshold ``Parameter``.
+    """
+    backward = spec.backward_method
+    if backward is None or not backward.returns or any(ret.elements is None for ret in backward.returns):
+        return frozenset()
+    positions: set[int] | None = None
+    for ret in backward.returns:
+        found = {i for i, element in enumerate(ret.elements or ()) if element.kind is Kind.TENSOR}
+        positions = found if positions is None else positions & found
+    return frozenset(positions or ())
+
+
 def _spelt_out(source: str) -> list[bool] | None:
     """Whether each element of a tuple built as ``(a,) + (None,) * 5`` is ``None``, or None if not such a tuple."""
     try:
@@ -324,7 +343,7 @@ def _parameter_inputs(
     params: tuple[Param, ...], default_source: dict[str, str | None], shaped: bool,
     never_differentiated: frozenset[int] = frozenset(), kinds: dict[str, Kind] | None = None,
     uses: Mapping[str, str] | None = None, ranks: Mapping[str, int] | None = None,
-    sizes: Mapping[str, tuple[tuple[int, int], ...]] | None = None,
+    sizes: Mapping[str, tuple[tuple[int, int], ...]] | None = None, differentiated: frozenset[int] = frozenset(),
 ) -> list[Input] | str:
     """Inputs for ``params``, or a reason why they can't be given.
 
@@ -342,11 +361,13 @@ def _parameter_inputs(
     tensor even where backward never differentiates it (then without gradient).
     ``ranks`` (:func:`.param_uses.parameter_ranks`) give a searched tensor its least
     number of dimensions, ``sizes`` (:func:`.param_uses.parameter_sizes`) the sizes of single dimensions.
+    A parameter with a number for default at a position in ``differentiated``
+    (:func:`always_differentiated`) is a 0-d tensor of that value.
     """
     kinds = kinds or {}
     uses = uses or {}
     ranks = ranks or {}
-    inputs = _unranked_inputs(params, default_source, shaped, never_differentiated, kinds, uses)
+    inputs = _unranked_inputs(params, default_source, shaped, never_differentiated, kinds, uses, differentiated)
     if isinstance(inputs, str):
         return inputs
     sizes = sizes or {}
@@ -358,15 +379,30 @@ def _parameter_inputs(
             for param, arg in zip(params, inputs)]
 
 
+def _number(source: str | None) -> int | float | None:
+    """The int or float a literal default's source spells (``1.0``, ``-2``), or None."""
+    try:
+        value = ast.literal_eval(source) if source is not None else None
+    except (ValueError, SyntaxError):
+        return None
+    return value if type(value) in (int, float) else None
+
+
 def _unranked_inputs(
     params: tuple[Param, ...], default_source: dict[str, str | None], shaped: bool,
     never_differentiated: frozenset[int], kinds: dict[str, Kind], uses: Mapping[str, str],
+    differentiated: frozenset[int] = frozenset(),
 ) -> list[Input] | str:
     sizes: dict[str, int] = {}
     inputs: list[Input] = []
     for index, param in enumerate(params):
         if param.default is not None:
             source = default_source.get(param.name)
+            number = _number(source)
+            if number is not None and index in differentiated and not shaped:
+                # A number forward takes by default, but backward gives it a gradient: a 0-d tensor of that value.
+                inputs.append(TensorInput((), values=(float(number),)))
+                continue
             if source is None:
                 if all(p.default is not None for p in params[index:]):
                     break
@@ -438,7 +474,7 @@ def choose_inputs(
     annotated = _parameter_inputs(params, default_source, shaped=True)
     if not isinstance(annotated, str):
         return FunctionInputs(Origin.STATIC, (normalise_case(tuple(annotated)),))
-    searched = _parameter_inputs(params, default_source, shaped=False,
+    searched = _parameter_inputs(params, default_source, shaped=False, differentiated=always_differentiated(spec),
                                  never_differentiated=never, kinds=parameter_kinds(spec), uses=uses, ranks=ranks,
                                  sizes=sizes)
     if isinstance(searched, str):

@@ -220,3 +220,24 @@ def test_a_module_whose_dependency_is_missing_is_skipped_not_an_error(pytester: 
     result = run_pytest(pytester, str(project / OUT), "-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED *pkg.ops cannot be imported here: it needs not_installed_anywhere_xyz*"])
+
+
+def test_a_module_whose_dependency_raises_on_import_is_skipped_its_own_error_raised(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # spikingjelly's example module imports torchvision, which a build for another torch
+    # breaks ("operator torchvision::nms does not exist"): the collection error stopped
+    # the whole generated suite.  An error of the subject's own module-level code stays one.
+    from autograd_lint.gentests.runtime.environment import import_subject
+
+    (tmp_path / "brokendep_xyz").mkdir()
+    (tmp_path / "brokendep_xyz" / "__init__.py").write_text("raise RuntimeError('operator brokendep::nms does not exist')\n")
+    (tmp_path / "subj_xyz").mkdir()
+    (tmp_path / "subj_xyz" / "__init__.py").write_text("")
+    (tmp_path / "subj_xyz" / "uses.py").write_text("import brokendep_xyz\n")
+    (tmp_path / "subj_xyz" / "own.py").write_text("raise RuntimeError('the subject is broken')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(pytest.skip.Exception, match=r"subj_xyz.uses cannot be imported here: importing brokendep_xyz "
+                                                    r"raised RuntimeError: operator brokendep::nms does not exist"):
+        import_subject("subj_xyz.uses", str(tmp_path / "test_x.py"), ".")
+    with pytest.raises(RuntimeError, match="the subject is broken"):
+        import_subject("subj_xyz.own", str(tmp_path / "test_x.py"), ".")

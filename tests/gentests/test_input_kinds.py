@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from autograd_lint.gentests.inputs import InputCase, ScalarInput, TensorInput, choose_inputs
+from autograd_lint.gentests.inputs import InputCase, ScalarInput, TensorInput, ValueInput, choose_inputs
 from autograd_lint.gentests.literals import default_sources
 from autograd_lint.gentests.param_uses import parameter_ranks, parameter_sizes, parameter_uses
 from autograd_lint.model.analysis import analyze
@@ -183,3 +183,33 @@ def test_a_gradient_tuple_built_from_a_repeated_none_tuple_marks_those_inputs_ne
 
     (analysis, _), _ = _specs(FILTER_BANK)
     assert never_differentiated(analysis) == frozenset({1, 2, 3})
+
+
+THRESHOLD = '''
+import torch
+
+
+class Threshold(torch.autograd.Function):
+    """spikingjelly's DSRIFFunction: a threshold with a number for default, given a gradient by backward."""
+
+    @staticmethod
+    def forward(ctx, inp, T=10, v_threshold=1.0):
+        ctx.save_for_backward(inp, torch.as_tensor(v_threshold))
+        return inp * v_threshold
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        inp, v_threshold = ctx.saved_tensors
+        v_threshold_grad = torch.sum(grad_output * inp)
+        return grad_output * v_threshold, None, v_threshold_grad
+'''
+
+
+def test_a_number_default_backward_gives_a_gradient_is_a_0d_tensor_of_that_value() -> None:
+    text = textwrap.dedent(THRESHOLD)
+    (spec,) = analyze(SourceFile("m.py", text, "m"), {}, Settings()).functions
+    (case,) = choose_inputs(spec, [], [], default_sources(spec)).cases
+    inp, steps, threshold = case.args
+    assert inp == TensorInput(None)
+    assert steps == ValueInput("10")  # backward gives it None: the default stays
+    assert threshold == TensorInput((), values=(1.0,))

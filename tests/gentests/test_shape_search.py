@@ -210,3 +210,24 @@ def test_a_forward_with_a_sparse_output_is_searched_and_checked() -> None:
 
     (x,) = harness.make_args(ToSparse, Case((any_tensor(),)))
     assert x.shape == (3, 4)
+
+
+class SummedThreshold(torch.autograd.Function):
+    """spikingjelly's DSRLIFFunction: backward sums a threshold's gradient to 0-d, as its callers pass one."""
+
+    @staticmethod
+    def forward(ctx, inp, steps, threshold):
+        ctx.save_for_backward(inp, threshold)
+        return inp * threshold
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        inp, threshold = ctx.saved_tensors
+        return grad_output * threshold, None, torch.sum(grad_output * inp)
+
+
+def test_a_searched_tensor_gets_the_shape_of_the_gradient_backward_returns_for_it() -> None:
+    # Searched as (3, 4) like the data, backward's 0-d gradient failed on every candidate.
+    case = Case((any_tensor(), any_scalar(), any_tensor()))
+    harness.check_gradcheck(SummedThreshold, case)
+    assert harness.make_args(SummedThreshold, case)[2].shape == ()

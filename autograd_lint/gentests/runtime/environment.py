@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import os
 import sys
+import traceback
 from typing import Any, Iterator, Sequence
 
 import pytest
@@ -114,3 +115,32 @@ def _import_or_skip(module_name: str) -> Any:
             pytest.skip(f"{module_name} cannot be imported here: it needs {error.name}, which is not installed",
                         allow_module_level=True)
         raise
+    except Exception as error:
+        broken = _broken_dependency(error, module_name)
+        if broken is None:
+            raise  # the subject's own module-level code raised: a collection error, as pytest reports it
+        first = (str(error).strip().splitlines() or [""])[0]
+        pytest.skip(f"{module_name} cannot be imported here: importing {broken} raised {type(error).__name__}: "
+                    f"{first} (that package is broken in this environment)", allow_module_level=True)
+
+
+def _broken_dependency(error: BaseException, module_name: str) -> str | None:
+    """The other package whose own import raised ``error``, or None.
+
+    The innermost module-level frame of the traceback is the module being imported
+    when the error was raised: one of another installed package (a torchvision
+    built for another torch raises "operator torchvision::nms does not exist" as
+    it is imported) is no bug of the subject, and one broken module, a collection
+    error, stopped the whole generated suite.  Its package is named by the
+    ``sys.path`` entry it lies under.
+    """
+    modules = [frame.filename for frame in traceback.extract_tb(error.__traceback__) if frame.name == "<module>"
+               and not frame.filename.startswith("<")]
+    if not modules:
+        return None
+    innermost = os.path.abspath(modules[-1])
+    for entry in sorted((os.path.abspath(p) for p in sys.path if p), key=len, reverse=True):
+        if innermost.startswith(entry + os.sep):
+            package = os.path.relpath(innermost, entry).split(os.sep)[0].removesuffix(".py")
+            return None if package == module_name.split(".")[0] else package
+    return None

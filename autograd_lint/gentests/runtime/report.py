@@ -84,7 +84,12 @@ def reported(check: Callable[..., None]) -> Callable[..., None]:
     """``check`` within the time limit (:func:`.budget.within_time_budget`), with every failure opening
     on :func:`header`, and no bare error: one raised inside
     the check (by the Function, by torch, by the harness) fails the test with the header, the error
-    and where it was raised, and the cause when :func:`cause_of` knows it."""
+    and where it was raised, and the cause when :func:`cause_of` knows it.
+
+    The check starts from torch's CPU generator seeded with the header's seed (in a
+    forked state): what it draws itself (a backward that samples, probed twice) is the
+    same whichever tests ran before, so the same suite gives the same outcome every run.
+    """
     name = check.__name__.removeprefix("check_")
     budgeted = within_time_budget(check)
 
@@ -92,7 +97,9 @@ def reported(check: Callable[..., None]) -> Callable[..., None]:
     def run(function: Any, case: Any, *args: Any, **kwargs: Any) -> None:
         seed = kwargs.get("seed", SEED)
         try:
-            budgeted(function, case, *args, **kwargs)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                budgeted(function, case, *args, **kwargs)
         except pytest.xfail.Exception:
             raise
         except pytest.fail.Exception as failure:
