@@ -212,3 +212,16 @@ def test_the_baseline_file_is_the_same_text_every_time(tmp_path: Path) -> None:
     first = path.read_bytes()
     write_baseline(str(path), list(reversed(found)), lambda _: lines)
     assert path.read_bytes() == first
+
+
+def test_a_file_that_fails_to_parse_keeps_its_entries(tmp_path: Path) -> None:
+    """Only a file read in full can show an entry stale: a syntax error half-way through an edit
+    must not call that file's entries stale (writing the baseline again would drop them)."""
+    paths = make_tree(tmp_path, files=2)
+    assert check("src", "--write-baseline", "baseline.json", cwd=tmp_path).returncode == 0
+    paths[0].write_text(paths[0].read_text().replace("return grad * b\n", "return grad * b)\n"))
+    result = check("src", "--baseline", "baseline.json", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "ops0.py" in errors[0] and "syntax error" in errors[0], result.stderr
+    assert "stale" not in result.stderr and "--write-baseline" not in result.stderr, result.stderr
