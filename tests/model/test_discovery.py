@@ -228,6 +228,16 @@ def test_configured_extra_base() -> None:
     assert list(found) == ["Kernel"]
 
 
+def test_an_extra_base_without_a_module_is_accepted_and_matches_nothing(tmp_path: Path) -> None:
+    # The configuration accepts a bare name (a qualified name of one part); a run with it
+    # must go on.  It is compared with the qualified name a base resolves to, so it does not
+    # match the imported `mylib.FusedBase`; the qualified name does.
+    _tree(tmp_path, {"k.py": "from mylib import FusedBase\n\n\nclass Kernel(FusedBase):\n    pass\n"})
+    assert discover_functions([str(tmp_path)], Settings(extra_bases=frozenset({"FusedBase"}))) == []
+    found = discover_functions([str(tmp_path)], Settings(extra_bases=frozenset({"FusedBase", "mylib.FusedBase"})))
+    assert [f.name for f in found] == ["Kernel"]
+
+
 BASE = "import torch\n\n\nclass ChunkedLoss(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, grad):\n        return grad, None\n"
 SUB = "from {module} import ChunkedLoss\n\n\nclass CE(ChunkedLoss):\n    @staticmethod\n    def forward(ctx, x, y):\n        return x * 2\n"
 
