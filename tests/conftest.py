@@ -49,12 +49,23 @@ STATIC_FACES = (
 )
 
 
+def _place(path: Path) -> str:
+    """"torch", "static" or "" for a test file, from the directories above."""
+    parents = set(path.parents)
+    if any(TESTS / name in parents for name in TORCH_DIRECTORIES):
+        return "torch"
+    if any(TESTS / name == path or TESTS / name in parents for name in STATIC_FACES):
+        return "static"
+    return ""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    torch_directories = [TESTS / name for name in TORCH_DIRECTORIES]
-    static = [TESTS / name for name in STATIC_FACES]
+    places: dict[Path, str] = {}  # a file's place is read once, not once per test in it
     for item in items:
-        if any(directory in item.path.parents for directory in torch_directories):
+        place = places.get(item.path)
+        if place is None:
+            place = places[item.path] = _place(item.path)
+        if place == "torch":
             item.add_marker(pytest.mark.requires_torch)
-        elif any(path == item.path or path in item.path.parents for path in static):
-            if not item.get_closest_marker("requires_torch"):
-                item.add_marker(pytest.mark.static_faces)
+        elif place == "static" and not item.get_closest_marker("requires_torch"):
+            item.add_marker(pytest.mark.static_faces)

@@ -11,6 +11,7 @@ line) stand side by side and do not import each other.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -101,14 +102,18 @@ def imports_of(module: str) -> set[str]:
     return found
 
 
-GRAPH = {module: imports_of(module) for module in MODULES}
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Each module's imports; read when a test first asks (not at collection, which every
+    xdist worker of every CI stage pays)."""
+    return {module: imports_of(module) for module in MODULES}
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_import_runs_up_a_layer(module: str) -> None:
     own, own_face = layer(module)
     wrong = []
-    for imported in sorted(GRAPH[module]):
+    for imported in sorted(graph()[module]):
         theirs, their_face = layer(imported)
         if theirs > own:
             wrong.append(f"{imported} ({LAYER_NAMES[theirs]})")
@@ -129,7 +134,7 @@ def circles() -> set[tuple[str, ...]]:
         index[module] = low[module] = len(index)
         stack.append(module)
         on_stack.add(module)
-        for imported in GRAPH[module]:
+        for imported in graph()[module]:
             if imported not in index:
                 connect(imported)
                 low[module] = min(low[module], low[imported])
@@ -146,7 +151,7 @@ def circles() -> set[tuple[str, ...]]:
             if len(group) > 1:
                 found.add(tuple(sorted(group)))
 
-    for module in sorted(GRAPH):
+    for module in sorted(graph()):
         if module not in index:
             connect(module)
     return found

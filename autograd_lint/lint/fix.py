@@ -33,6 +33,7 @@ from autograd_lint.model.discovery import Run
 from autograd_lint.model.cst_parse import parse_module
 from autograd_lint.model.guard import describe, run_guarded
 from autograd_lint.model.positions import positions
+from autograd_lint.lint.fix_in_place import UNDECIDED, fix_in_place
 from autograd_lint.lint.engine import check_analysis, every_finding, module_needs, selected_rules
 from autograd_lint.files import Refused, write_atomically
 from autograd_lint.rules import rule_by_code
@@ -194,13 +195,13 @@ def _apply(
     for ref in fixer.needed_imports:
         AddImportsVisitor.add_needed_import(context, ref.module, ref.obj, ref.asname)
     if fixer.unused_imports:
-        module = _transform(RemoveImportsVisitor(context), module)
+        module = transform_once(RemoveImportsVisitor(context), module)
     if fixer.needed_imports:
-        module = _transform(AddImportsVisitor(context), module)
+        module = transform_once(AddImportsVisitor(context), module)
     return module.code
 
 
-def _transform(codemod: Codemod, module: cst.Module) -> cst.Module:
+def transform_once(codemod: Codemod, module: cst.Module) -> cst.Module:
     """``codemod.transform_module(module)`` (one pass), without its deep copy of the module.
 
     ``transform_module`` wraps the module in a ``MetadataWrapper`` that first copies
@@ -263,11 +264,16 @@ def fix_diagnostic(
         return None
 
     def fix() -> str | None:
+        current = analysis
+        if current is not None and current.source.text == source.text:
+            # The fix on the statement that holds the finding, where that gives the whole module's fix.
+            local = fix_in_place(rule, current, source, diagnostic, settings)
+            if local is not UNDECIDED:
+                return local  # type: ignore[return-value]
         module = parse_checked(source.text, source.path)
         if isinstance(module, str) or module.code != source.text:
             # libcst drops a form feed that precedes code on its line: the fix would change other lines.
             return None
-        current = analysis
         if current is None or current.source.text != source.text:
             current = analyze(source, {}, settings, module_needs(settings))
         text = _apply(rule(), current, module, [diagnostic], settings)

@@ -253,11 +253,23 @@ def text_edits(old: str, new: str, codec: PositionCodec) -> list[types.TextEdit]
         # Positions past the last line do not exist without a final newline: edit the whole text.
         end = codec.position_to_client_units(old_lines, ServerTextPosition(len(old_lines) - 1, len(old_lines[-1])))
         return [types.TextEdit(types.Range(types.Position(0, 0), end), new)]
+    # The lines both texts begin and end with are left out of the diff: a fix changes a few
+    # places, and matching every line of a large file cost 0.3 s (6,000 lines).
+    shortest = min(len(old_lines), len(new_lines))
+    head = 0
+    while head < shortest and old_lines[head] == new_lines[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and old_lines[-1 - tail] == new_lines[-1 - tail]:
+        tail += 1
     edits = []
-    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    matcher = difflib.SequenceMatcher(
+        a=old_lines[head : len(old_lines) - tail], b=new_lines[head : len(new_lines) - tail], autojunk=False
+    )
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
-            edits.append(types.TextEdit(types.Range(types.Position(i1, 0), types.Position(i2, 0)), "".join(new_lines[j1:j2])))
+            start, end = types.Position(head + i1, 0), types.Position(head + i2, 0)
+            edits.append(types.TextEdit(types.Range(start, end), "".join(new_lines[head + j1 : head + j2])))
     return edits
 
 

@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from autograd_lint.model.guard import TooLarge, compile_like_cpython, stage
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.locate import (
+    FUNCTION_BASES,
+    FUNCTION_METHODS,
     ClassHeader,
     candidate_headers,
     class_block,
@@ -52,17 +54,19 @@ from autograd_lint.model.locate import (
     outside_strings,
     scope_prefix,
 )
-from autograd_lint.model.op_spec import CustomOpModule, RunCustomOps
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import SourceError, SourceFile, split_lines
-from autograd_lint.model.spec import FUNCTION_BASES, FUNCTION_METHODS, FunctionSpec
 
 if TYPE_CHECKING:
     import libcst as cst
     from libcst.metadata import Scope
 
     from autograd_lint.model.apply_sites import RunApply
+    from autograd_lint.model.op_spec import CustomOpModule, RunCustomOps
+    from autograd_lint.model.spec import FunctionSpec, MethodSpec
     from autograd_lint.model.extract import ParsedUnit
+    from autograd_lint.model.helpers import ModuleHelpers
+    from autograd_lint.model.semantic import InplaceWrite
     from autograd_lint.model.usage import ApplyIndex, FunctionUse
 
 # libcst and what is built on it (parsing, extraction, the custom-op finder, uses) are
@@ -155,18 +159,22 @@ class FileAnalysis:
             return None
         return usage.ApplyIndex(self)
 
+    @cached_property
+    def helpers(self) -> ModuleHelpers:
+        """The module's functions as helpers whose in-place writes are known (:mod:`.helpers`)."""
+        from autograd_lint.model.helpers import ModuleHelpers
 
-def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None = None) -> bool:
-    """The cheapest test: can this file define a subclass of a torch Function?
+        return ModuleHelpers(self.source.path, self.source.text, self.imports)
 
-    Reaching ``torch.autograd.Function`` (or ``InplaceFunction``) takes an import
-    or an attribute chain that spells ``autograd``, except for relative imports
-    inside the ``autograd`` package itself.  Subclasses of Functions defined in
-    other files are found by :func:`autograd_lint.model.discovery.run`'s later rounds.
-    """
-    if extra_words is not None and extra_words.search(text) is not None:
-        return True
-    return "Function" in text and ("autograd" in text or "autograd" in path)
+    def helper_writes(self, method: MethodSpec) -> list[InplaceWrite]:
+        """The in-place writes ``method`` makes through calls of same-module functions
+        (:func:`.helpers.helper_writes`); none for a method of another file, or of a class
+        defined in a function (whose locals may hold the called name)."""
+        from autograd_lint.model.helpers import helper_writes
+
+        if method.semantic is None or method.path != self.source.path or "<locals>" in method.defined_in:
+            return []
+        return helper_writes(method.semantic, self.helpers)
 
 
 @functools.lru_cache(maxsize=8)

@@ -15,11 +15,13 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.source import python_tree
-from autograd_lint.model.spec import FunctionSpec
+
+if TYPE_CHECKING:
+    from autograd_lint.model.spec import FunctionSpec
 
 
 # ``head.rest.apply`` as text (not ``apply_``, the in-place method): the head word.

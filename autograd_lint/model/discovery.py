@@ -30,7 +30,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeAlias, TypeVar
 
-from autograd_lint.model.apply_sites import ApplySite, RunApply, agreed_arities, apply_sites
 from autograd_lint.model.guard import in_deep_stack, run_guarded, stage
 from autograd_lint.model.locate import INDENT, line_matches
 from autograd_lint.settings import Settings
@@ -42,18 +41,21 @@ from autograd_lint.model.source import (
     namespace_names,
     read_source_bytes,
 )
-from autograd_lint.model.spec import FunctionSpec
 from autograd_lint.model.targets import Target, iter_targets
 
 if TYPE_CHECKING:
     import multiprocessing
 
+    from autograd_lint.model.apply_sites import ApplySite, RunApply
+    from autograd_lint.model.spec import FunctionSpec
+
     from autograd_lint.model.analysis import FileAnalysis, ModuleNeed
     from autograd_lint.model.op_spec import CustomOpModule, RunCustomOps
     from autograd_lint.model.result_cache import ResultCache
 
-# The analysis (libcst and the model built on it) is imported where a file is analysed:
-# a run whose results all come from the cache never imports it.
+# The analysis (libcst and the model built on it), the specs and the apply sites are
+# imported where a file is analysed or shows `.apply`: a run whose results all come from
+# the cache, or whose files hold no Function, never imports them.
 
 T = TypeVar("T")
 # Runs in a worker: analyse one file and derive a picklable result from it.
@@ -176,6 +178,7 @@ def _analyse(
     source: SourceFile, explicit: bool, state: _Round[T], mentions_ops: bool | None = None, digest: bytes | None = None
 ) -> FileResult[T]:
     from autograd_lint.model.analysis import analyze
+    from autograd_lint.model.apply_sites import apply_sites
 
     known: _Lookups[FunctionSpec] = _Lookups(state.known)
     analysis = analyze(
@@ -345,8 +348,7 @@ def _read_and_analyse(task: _Task, state: _Round[T]) -> FileResult[T]:
     digest = _content_digest(data) if state.digests else None
     source = SourceFile(path=path, text=decode_source(data, path), module=module_name(path))
     mentions_ops = None
-    from autograd_lint.model.analysis import mentions_function
-    from autograd_lint.model.locate import mentions_custom_op
+    from autograd_lint.model.locate import mentions_custom_op, mentions_function
 
     with stage(path, "deciding whether the file can hold a Function"):
         if state.mention is not None:
@@ -562,6 +564,8 @@ def run(
                 if (result.analysed and result.open_refs & new.keys())
                 or _may_derive_from(result, top_names)
             ]
+        from autograd_lint.model.apply_sites import agreed_arities
+
         applies = agreed_arities(((r.path, site) for r in results.values() for site in r.apply_sites), known)
         state = _Round(state.known, settings, job, needs, run_applies=applies, digests=digests)
         _apply_across_files(results, targets, state, rounds)
@@ -691,6 +695,7 @@ def _apply_sites(source: SourceFile) -> tuple[ApplySite, ...]:
     """The uses of ``apply`` on imported names in a file that is not analysed."""
     if ".apply" not in source.text:
         return ()
+    from autograd_lint.model.apply_sites import apply_sites
     from autograd_lint.model.imports import ImportMap
 
     imports = ImportMap.from_text(source.text, source.module, source.path.endswith("__init__.py"))
@@ -844,6 +849,8 @@ class _Memo:
         if isinstance(result, tuple):  # see _put
             analysed, base_names, open_refs, value, sites = result
             value = None if value is None else []  # a fresh list: the stored one is shared
+            from autograd_lint.model.apply_sites import ApplySite
+
             return FileResult(
                 path, open_refs=set(open_refs), result=value, analysed=analysed, base_names=base_names,
                 apply_sites=tuple(ApplySite(*site) for site in sites),

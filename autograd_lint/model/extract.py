@@ -94,6 +94,11 @@ class ParsedUnit:
         return self._positions
 
     @property
+    def has_positions(self) -> bool:
+        """Whether :attr:`ranges` is computed already."""
+        return not self.__dict__.get("_pending", False)
+
+    @property
     def ranges(self) -> Mapping[cst.CSTNode, CodeRange]:
         """Each node's range in :attr:`module`'s own lines and columns (computed once, when first asked)."""
         return self._table

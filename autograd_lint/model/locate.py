@@ -32,6 +32,21 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
 
+# Methods that PyTorch looks up on a Function class, in the order they are
+# usually written.
+FUNCTION_METHODS = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap")
+# The torch classes a Function derives from.  NestedIOFunction is left out on
+# purpose: its legacy instance-method API is legitimate.
+FUNCTION_BASES = frozenset(
+    {
+        "torch.autograd.Function",
+        "torch.autograd.function.Function",
+        "torch.autograd.InplaceFunction",
+        "torch.autograd.function.InplaceFunction",
+        "torch.autograd.function._SingleLevelFunction",
+    }
+)
+
 # Indentation as Python's tokenizer reads it: spaces, tabs, and form feeds, which
 # reset the column to 0 (so only what follows the last one counts).
 INDENT = r"[ \t\f]*"
@@ -432,6 +447,19 @@ def _bracket_balance(text: str, start: int, end: int) -> int:
         - text.count("]", start, end)
         - text.count("}", start, end)
     )
+
+
+def mentions_function(path: str, text: str, extra_words: re.Pattern[str] | None = None) -> bool:
+    """The cheapest test: can this file define a subclass of a torch Function?
+
+    Reaching ``torch.autograd.Function`` (or ``InplaceFunction``) takes an import
+    or an attribute chain that spells ``autograd``, except for relative imports
+    inside the ``autograd`` package itself.  Subclasses of Functions defined in
+    other files are found by :func:`autograd_lint.model.discovery.run`'s later rounds.
+    """
+    if extra_words is not None and extra_words.search(text) is not None:
+        return True
+    return "Function" in text and ("autograd" in text or "autograd" in path)
 
 
 # Words a file must spell (beside ``torch``) to define or register a custom op.

@@ -76,6 +76,8 @@ LIKE_FUNCTIONS = frozenset(
 )
 # In-place methods that do not write tensor data.
 HARMLESS_INPLACE = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
+# In-place methods that change only a tensor's shape or strides, not its data.
+SHAPE_ONLY_INPLACE = frozenset("unsqueeze_ squeeze_ transpose_ t_ swapdims_ swapaxes_ as_strided_".split())
 # Usage that makes an unannotated parameter a tensor: a method only tensors have
 # (``size`` is not one: process groups and many other objects have it), a read of
 # ``.shape``/``.dtype``/``.device``, the first argument of a ``torch.*`` call that
@@ -183,6 +185,15 @@ class Flow:
         return self.index is not None and self.sink is Sink.CTX_ATTRIBUTE
 
 
+@dataclass(frozen=True)
+class HelperCall:
+    """Where a write happens inside a function of the same module that the body calls:
+    the function's name, and the file's line of the write in its body."""
+
+    name: str
+    line: int
+
+
 @dataclass(frozen=True, eq=False)
 class InplaceWrite:
     """An in-place write (to a tensor, or ``clear()`` of a container), and the bindings
@@ -195,6 +206,10 @@ class InplaceWrite:
     (``dist.all_reduce(x)``) writes its first argument.
 
     ``self_copy`` is true for ``t.copy_(t)`` (the data does not change).
+
+    ``helper`` is set for a call of a function of the same module that writes the
+    argument ``target`` in place (:mod:`autograd_lint.model.helpers`): ``node`` is then
+    the call, and ``how`` the write as the helper's body makes it.
     """
 
     node: cst.CSTNode
@@ -203,6 +218,7 @@ class InplaceWrite:
     origins: frozenset[Binding]
     self_copy: bool = False
     through: str | None = None
+    helper: HelperCall | None = None
 
     @property
     def names(self) -> frozenset[str]:
@@ -835,6 +851,20 @@ def _storage_of(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str | Non
         else:
             return expr, through
         through = through or step
+
+
+def written_bindings(
+    target: cst.BaseExpression, reaching: Callable[[cst.Name], frozenset[Binding]]
+) -> tuple[frozenset[Binding], str | None]:
+    """The bindings whose object an in-place write to ``target`` writes, and the first
+    step seen through to reach their storage (``.detach()``, ``[...]``; None when
+    ``target`` is one of them or a view :func:`_origins` follows)."""
+    origins = _origins(target, reaching)
+    if origins:
+        return origins, None
+    written, through = _storage_of(target)
+    origins = _origins(written, reaching) if through is not None else frozenset()
+    return origins, through if origins else None
 
 
 def _is_basic_subscript(node: cst.Subscript) -> bool:
@@ -1484,12 +1514,7 @@ class _Walker:
 
     def _inplace(self, target: cst.BaseExpression, node: cst.CSTNode, how: str, env: _Env,
                  self_copy: bool = False) -> None:
-        origins = _origins(target, self.model.reaching)
-        through = None
-        if not origins:
-            written, through = _storage_of(target)
-            origins = _origins(written, self.model.reaching) if through is not None else frozenset()
-            through = through if origins else None
+        origins, through = written_bindings(target, self.model.reaching)
         self.model.inplace_writes.append(InplaceWrite(node, how, target, origins, self_copy, through))
 
 

@@ -18,27 +18,16 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
+# Defined with the text scans, which need them before any spec is made (and this module imported).
+from autograd_lint.model.locate import FUNCTION_BASES, FUNCTION_METHODS  # noqa: F401
+
 if TYPE_CHECKING:
     import libcst as cst
 
     from autograd_lint.model.semantic import MethodModel
 
-# Methods that PyTorch looks up on a Function class, in the order they are
-# usually written.
-FUNCTION_METHODS = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap")
 # Methods that receive ctx as their first positional parameter.
 CTX_METHODS = frozenset({"setup_context", "backward", "vjp", "jvp"})
-# The torch classes a Function derives from.  NestedIOFunction is left out on
-# purpose: its legacy instance-method API is legitimate.
-FUNCTION_BASES = frozenset(
-    {
-        "torch.autograd.Function",
-        "torch.autograd.function.Function",
-        "torch.autograd.InplaceFunction",
-        "torch.autograd.function.InplaceFunction",
-        "torch.autograd.function._SingleLevelFunction",
-    }
-)
 
 
 class ParamKind(enum.Enum):

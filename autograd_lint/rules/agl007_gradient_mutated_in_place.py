@@ -8,7 +8,7 @@ from typing import Callable, Iterator
 import libcst as cst
 
 from autograd_lint.model.exprs import node_code
-from autograd_lint.model.semantic import Binding, How, InplaceWrite, MethodModel
+from autograd_lint.model.semantic import SHAPE_ONLY_INPLACE, Binding, HelperCall, How, InplaceWrite, MethodModel
 from autograd_lint.model.spec import ParamKind, Position
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -21,9 +21,6 @@ from autograd_lint.rules.base import (
 
 # List methods that change which tensors a boxed grads list holds, not the tensors.
 _LIST_METHODS = frozenset("append extend insert pop remove clear reverse sort".split())
-# In-place methods that change only a tensor's shape or strides: on a view of the
-# gradient (`g = g.unsqueeze(-1); g.unsqueeze_(-1)`) the incoming gradient is untouched.
-_METADATA_ONLY = frozenset("unsqueeze_ squeeze_ transpose_ t_ swapdims_ swapaxes_ as_strided_".split())
 
 
 @dataclass(frozen=True)
@@ -33,6 +30,7 @@ class _Write:
     node: cst.CSTNode
     name: str
     how: str
+    helper: HelperCall | None = None
 
 
 def _is_element(expr: cst.BaseExpression | None, sequence: Binding, semantic: MethodModel) -> bool:
@@ -49,7 +47,7 @@ def _is_element(expr: cst.BaseExpression | None, sequence: Binding, semantic: Me
 
 def _writes_parameter_itself(write: InplaceWrite, binding: Binding, semantic: MethodModel) -> bool:
     """Whether ``write`` is a shape-only change of a view of ``binding``, not of its object."""
-    if write.how.removesuffix("()") not in _METADATA_ONLY:
+    if write.how.removesuffix("()") not in SHAPE_ONLY_INPLACE:
         return True
     target = write.target
     return isinstance(target, cst.Name) and any(
@@ -79,11 +77,15 @@ class _Gradients:
         self.semantic = semantic
         self.position = position
 
-    def of_parameter(self, binding: Binding) -> Iterator[_Write]:
-        """Writes to the object of gradient parameter ``binding`` (also through views)."""
+    def of_parameter(self, binding: Binding, through_helpers: list[InplaceWrite]) -> Iterator[_Write]:
+        """Writes to the object of gradient parameter ``binding`` (also through views), in
+        the body and in the same-module helpers it hands the object to (``through_helpers``)."""
         for write in self.semantic.writes_to(binding):
             if not write.self_copy and _writes_parameter_itself(write, binding, self.semantic):
                 yield _Write(write.node, binding.name, _how(write))
+        for write in through_helpers:
+            if binding in write.origins:
+                yield _Write(write.node, binding.name, write.how, write.helper)
 
     def of_elements(self, sequence: Binding) -> Iterator[_Write]:
         """Writes to the gradients held by the sequence parameter ``sequence``
@@ -145,8 +147,10 @@ class _Gradients:
 
 class GradientMutatedInPlace(Rule):
     """Reports an in-place write (``g.mul_(...)``, ``g += ...``, ``g[...] = ...``,
-    ``out=g``, ``torch.<op>_(g)``, also through a view of ``g``) to a gradient that
-    backward or vjp receives, before the name is rebound (``g = g.clone()``).  With
+    ``out=g``, ``torch.<op>_(g)``, a collective such as ``dist.all_reduce(g)``, also
+    through a view of ``g``, or a call of a function of the same module whose body writes
+    that parameter so, as ``_all_reduce(g)``) to a gradient that backward or vjp
+    receives, before the name is rebound (``g = g.clone()``).  With
     ``boxed_grads_call = True`` or ``*grads``, writes to the elements
     (``grads[0].mul_(...)``, or names unpacked from the list) are reported, and
     operations on the list itself (``grads.clear()``, ``grads[0] = ...``) are not.
@@ -181,17 +185,20 @@ class GradientMutatedInPlace(Rule):
             ]
             if boxed and len(grads) == 1:
                 sequences, grads = sequences + grads, []
-            writes = [w for g in grads for w in gradients.of_parameter(g)]
+            through_helpers = ctx.analysis.helper_writes(method) if grads else []
+            writes = [w for g in grads for w in gradients.of_parameter(g, through_helpers)]
             writes += [w for s in sequences for w in gradients.of_elements(s)]
             reported: set[int] = set()
             for write in writes:
                 if id(write.node) in reported:
                     continue
                 reported.add(id(write.node))
+                how = f"({write.how})"
+                if write.helper is not None:
+                    how = f"through `{write.helper.name}` ({write.how} on line {write.helper.line})"
                 yield Report(
                     ctx.position(method, write.node),
-                    f"{function.name}.{name} writes the incoming gradient `{write.name}` in "
-                    f"place ({write.how}); clone it first",
+                    f"{function.name}.{name} writes the incoming gradient `{write.name}` in place {how}; clone it first",
                 )
 
     VALID = [
@@ -286,6 +293,41 @@ class GradientMutatedInPlace(Rule):
                     return g.expand(2, 3, 4)
             """
         ),
+        # Helpers whose writes are not the caller's gradient: one rebinds its parameter to
+        # a copy first, one writes only when a flag the caller passes says so, one is
+        # defined twice (which one runs can't be told), and a call with `*args`.
+        Valid(
+            """
+            import torch
+
+            def _scaled(t, k):
+                t = t.clone()
+                t.mul_(k)
+                return t
+
+            def _maybe_scale(t, k, inplace=False):
+                if inplace:
+                    t.mul_(k)
+                    return t
+                return t * k
+
+            def _twice(t):
+                return t.add_(1)
+
+            def _twice(t):
+                return t + 1
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x * 4
+
+                @staticmethod
+                def backward(ctx, grad):
+                    args = (grad, 2)
+                    return _scaled(grad, 2) + _maybe_scale(grad, 2) + _twice(grad) + _scaled(*args)
+            """
+        ),
         # A self-copy does not change the gradient's values.
         Valid(
             """
@@ -304,6 +346,34 @@ class GradientMutatedInPlace(Rule):
         ),
     ]
     INVALID = [
+        # A helper of the module writes its parameter in place: the caller's gradient
+        # (ColossalAI comm_spec `_ReduceGrad`; bench/recreate/helper_inplace.py: a gradient
+        # shared with `Id(b)` gives b.grad [2, 4, 6] where [1, 2, 3] is right).
+        Invalid(
+            """
+            import torch
+            import torch.distributed as dist
+
+            def _all_reduce(tensor, group=None):
+                if not tensor.is_contiguous():
+                    tensor = tensor.contiguous()
+                dist.all_reduce(tensor, group=group)
+                return tensor
+
+            class ReduceGrad(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, group):
+                    ctx.group = group
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad_output):
+                    return _all_reduce(grad_output, ctx.group), None
+            """,
+            line=18,
+            message="ReduceGrad.backward writes the incoming gradient `grad_output` in place through "
+            "`_all_reduce` (torch.distributed.all_reduce() on line 7); clone it first",
+        ),
         # `f(g, ..., inplace=True)` writes g (bench/recreate/inplace_keyword.py: the expanded
         # gradient of `.sum()` raises `more than one element of the written-to tensor ...`).
         Invalid(

@@ -46,7 +46,8 @@ class InputMutatedWithoutMarkDirty(Rule):
     """Reports the first in-place write (``x.add_(...)``, ``x[...] = ...``,
     ``x += ...``, ``out=x``, ``torch.<op>_(x)``, a collective such as
     ``dist.all_reduce(x)``, a call ``f(x, ..., inplace=flag)`` (unless the flag is a false
-    literal), also through a view or ``.detach()`` of ``x``) to
+    literal), also through a view or ``.detach()`` of ``x``, or a call of a function of
+    the same module whose body writes that parameter so, as ``_scale_(x, 2)``) to
     each forward input that has not been rebound (``x = x.clone()``) when no
     ``ctx.mark_dirty(...)`` names it.  Item assignment and augmented assignment
     count only on names known to be tensors; a storage swap (``x.set_(y)``) does
@@ -81,7 +82,7 @@ class InputMutatedWithoutMarkDirty(Rule):
         if marked is None:
             return
         reported: set[Binding] = set()
-        for write in model.inplace_writes:
+        for write in [*model.inplace_writes, *ctx.analysis.helper_writes(forward)]:
             if len(write.origins) != 1 or write.how in _NOT_DATA_WRITES or write.self_copy:
                 continue
             (param,) = write.origins
@@ -92,6 +93,15 @@ class InputMutatedWithoutMarkDirty(Rule):
             if not _differentiated(function, inputs.index(param), model, param):
                 continue
             reported.add(param)
+            if write.helper is not None:
+                yield Report(
+                    ctx.position(forward, write.node),
+                    f"{function.name}.forward writes its input `{param.name}` in place through "
+                    f"`{write.helper.name}` ({write.how} on line {write.helper.line}) but never calls "
+                    f"ctx.mark_dirty({param.name}): later uses of the caller's tensor skip the custom "
+                    "backward (silently wrong gradients)",
+                )
+                continue
             if write.through is not None:
                 yield Report(
                     ctx.position(forward, write.node),
@@ -126,6 +136,54 @@ class InputMutatedWithoutMarkDirty(Rule):
         return marked
 
     VALID = [
+        # A helper that copies its parameter before writing, and one imported from another
+        # module (what it does can't be read here).
+        Valid(
+            """
+            import torch
+            from .ops import scale_
+
+            def _scaled(t, k):
+                t = t * 1
+                t.mul_(k)
+                return t
+
+            class Double(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, y):
+                    return _scaled(x, 2) + scale_(y, 2)
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g * 2, g * 2
+            """
+        ),
+        # A Function defined in a function: the name it calls may be a local of the
+        # enclosing function (here one that copies), not the module's helper.
+        Valid(
+            """
+            import torch
+
+            def _scale_(t, k):
+                t.mul_(k)
+                return t
+
+            def make(k):
+                def _scale_(t, k):
+                    return t * k
+
+                class Scale(torch.autograd.Function):
+                    @staticmethod
+                    def forward(ctx, x):
+                        return _scale_(x, k)
+
+                    @staticmethod
+                    def backward(ctx, g):
+                        return g * k
+
+                return Scale
+            """
+        ),
         # `inplace=False` writes nothing; an `inplace=True` call on a clone writes the clone.
         Valid(
             """
@@ -274,6 +332,29 @@ class InputMutatedWithoutMarkDirty(Rule):
         ),
     ]
     INVALID = [
+        # A helper of the module writes its parameter in place (bench/recreate/helper_inplace.py:
+        # the caller's residual `x + F(x)` is [4, 4, 4] where [3, 3, 3] is right, a.grad [3, 6, 9]).
+        Invalid(
+            """
+            import torch
+
+            def _scale_(t, k):
+                t.mul_(k)
+                return t
+
+            class Double(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return _scale_(x, 2)
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g * 2
+            """,
+            line=10,
+            message="Double.forward writes its input `x` in place through `_scale_` (mul_() on line 4) but never "
+            "calls ctx.mark_dirty(x)",
+        ),
         # `f(x, ..., inplace=flag)` writes x when the flag holds (bench/recreate/inplace_keyword.py:
         # the caller's residual `x + F(x)` gets a.grad [3, 6, 9] where [4, 8, 12] is right).
         Invalid(

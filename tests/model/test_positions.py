@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import hypothesmith
 import libcst as cst
 import pytest
+from generated_programs import PROGRAMS
 from hypothesis import HealthCheck, given, settings
 from libcst.metadata import MetadataWrapper, PositionProvider
 
@@ -58,7 +58,7 @@ def test_carriage_returns_fall_back_to_libcst_itself() -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(text=hypothesmith.from_grammar())
+@given(text=PROGRAMS)
 def test_generated_programs(text: str) -> None:
     try:
         cst.parse_module(text)

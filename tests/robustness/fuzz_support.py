@@ -26,7 +26,8 @@ from pathlib import Path
 
 from autograd_lint.lint.engine import check_analysis, module_needs
 from autograd_lint.lint.fix import fix_source
-from autograd_lint.model.analysis import analyze, mentions_function
+from autograd_lint.model.analysis import analyze
+from autograd_lint.model.locate import mentions_function
 from autograd_lint.model.custom_ops import mentions_custom_op
 from autograd_lint.model.guard import run_guarded
 from autograd_lint.model.source import SourceError, SourceFile, decode_source

@@ -5,14 +5,14 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import hypothesmith
 from fuzz_support import FUNCTION, MUTATIONS, check_file, check_run, embed, mutate, rule_examples
+from generated_programs import PROGRAMS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(program=hypothesmith.from_grammar(), where=st.sampled_from(["module", "forward"]))
+@given(program=PROGRAMS, where=st.sampled_from(["module", "forward"]))
 def test_generated_programs_never_break_the_analysis(program: str, where: str) -> None:
     check_file(embed(program, where).encode())
 

@@ -87,7 +87,10 @@ async def start(client: LanguageClient, capabilities: types.ClientCapabilities) 
     await client.initialize_session(types.InitializeParams(capabilities=capabilities))
 
 
-@pytest_lsp.fixture(config=SERVER)
+# One server per module (and xdist worker), shared by its tests: starting one costs about 2 s
+# of CPU, on each of CI's four interpreters. The tests stay independent: each opens its own
+# file, and every wait names the document and version it waits for.
+@pytest_lsp.fixture(config=SERVER, scope="module")
 async def client(lsp_client: LanguageClient):
     await start(lsp_client, types.ClientCapabilities())
     yield
@@ -107,7 +110,7 @@ VERSIONED = types.ClientCapabilities(
 )
 
 
-@pytest_lsp.fixture(config=SERVER)
+@pytest_lsp.fixture(config=SERVER, scope="module")
 async def resolving_client(lsp_client: LanguageClient):
     await start(lsp_client, VERSIONED)
     yield
@@ -176,7 +179,7 @@ def fixed_as_expected(text: str) -> bool:
 ODD_BREAKS = ["\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("odd", ODD_BREAKS, ids=lambda c: f"U+{ord(c):04X}")
 async def test_ranges_and_fixes_right_below_odd_line_breaks(client: LanguageClient, tmp_path: Path, odd: str) -> None:
     # In a comment and in a string above the findings, and a non-ASCII name beside.
@@ -197,7 +200,7 @@ async def test_ranges_and_fixes_right_below_odd_line_breaks(client: LanguageClie
     assert apply_edits(text, edits_of(fix16, path.as_uri())) == text.replace("return [grad * 2]", "return (grad * 2,)")
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("ending", ["\r\n", "\r"], ids=["crlf", "cr"])
 async def test_fixes_keep_the_line_endings(client: LanguageClient, tmp_path: Path, ending: str) -> None:
     text = ("\t# a tab, and 'ü'\n" + SOURCE).replace("\n", ending)
@@ -221,7 +224,7 @@ AFTER_EDIT_BUFFERS = {
 }
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("buffer", AFTER_EDIT_BUFFERS)
 async def test_a_fix_asked_right_after_an_edit_is_never_for_the_old_text(
     client: LanguageClient, tmp_path: Path, buffer: str
@@ -247,7 +250,7 @@ async def test_a_fix_asked_right_after_an_edit_is_never_for_the_old_text(
     assert fixed_as_expected(apply_edits(edited, edits_of(fix, path.as_uri())))
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 async def test_resolved_fix_is_versioned_and_refused_once_the_text_changed(
     resolving_client: LanguageClient, tmp_path: Path
 ) -> None:
@@ -273,7 +276,7 @@ async def test_resolved_fix_is_versioned_and_refused_once_the_text_changed(
     assert (await asyncio.wait_for(client.code_action_resolve_async(fix), WAIT)).edit is None
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 async def test_deep_code_in_the_buffer_is_checked(client: LanguageClient, tmp_path: Path) -> None:
     deep = SOURCE.replace("return [grad * 2]", "return [" + " + ".join(["grad"] * 600) + "]")
     diagnostics = await open_document(client, tmp_path / "ops.py", deep)
@@ -281,21 +284,22 @@ async def test_deep_code_in_the_buffer_is_checked(client: LanguageClient, tmp_pa
     assert at(deep, agl016).startswith("return [grad + grad")
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 async def test_configuration_error_shown_once_per_change_of_the_file(client: LanguageClient, tmp_path: Path) -> None:
     config = tmp_path / "pyproject.toml"
     config.write_text('[tool.autograd-lint]\nselct = ["AGL016"]\n')
     path = tmp_path / "ops.py"
+    before = len(client.messages)  # the server is shared: count only what this file brings
     await open_document(client, path, SOURCE)
     for version in range(2, 5):
         change(client, path, SOURCE + "\n" * version, version)
         await published(client, path.as_uri(), version)
-    errors = [m for m in client.messages if "unknown key" in m.message]
+    errors = [m for m in client.messages[before:] if "unknown key" in m.message]
     assert len(errors) == 1
     config.write_text('[tool.autograd-lint]\nselct = ["AGL009"]\n')
     change(client, path, SOURCE, 5)
     await published(client, path.as_uri(), 5)
-    assert len([m for m in client.messages if "unknown key" in m.message]) == 2
+    assert len([m for m in client.messages[before:] if "unknown key" in m.message]) == 2
 
 
 def _message(payload: str) -> bytes:
