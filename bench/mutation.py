@@ -136,7 +136,8 @@ AREAS = (
          ("tests/rules/test_rule_examples.py", "tests/model/test_semantic.py", "tests/model/test_semantic_queries.py",
           "tests/model/test_opaque.py", "tests/model/test_traverse.py", "tests/model/test_new_syntax.py",
           "tests/model/test_rounds.py", "tests/model/test_discovery.py", "tests/model/test_positions.py",
-          "tests/rules/test_usage.py")),
+          "tests/rules/test_usage.py", "tests/model/test_flow.py", "tests/model/test_sequences.py",
+          "tests/model/test_trainable.py")),
     Area("rules", ("autograd_lint/rules",),
          ("tests/rules/test_rule_examples.py", "tests/rules/test_agl003_allowlist.py",
           "tests/rules/test_gradient_given.py", "tests/rules/test_issue23_consequences.py",
@@ -535,6 +536,14 @@ def run_area(area: Area, size: int, seed: int, timeout: float | None) -> dict[st
                             "seconds": round(seconds, 1), "diff": diff})
             print(f"  {number}/{len(drawn)} {mutant['module']}:{mutant['line']} {mutant['operator']}: {outcome} "
                   f"({seconds:.0f} s)", file=sys.stderr, flush=True)
+            # Written after every mutant, so a run stopped early still leaves what it measured.
+            save(area_result(area, sizes, seed, results, baseline, limit, timeouts_count, started, len(drawn)))
+    return area_result(area, sizes, seed, results, baseline, limit, timeouts_count, started, len(drawn))
+
+
+def area_result(area: Area, sizes: dict[str, int], seed: int, results: list[dict[str, object]], baseline: float,
+                limit: float, timeouts_count: bool, started: float, drawn: int) -> dict[str, object]:
+    """The score of the mutants run so far (``complete`` once all ``drawn`` have run)."""
     killed = sum(r["outcome"] == "failed" or (r["outcome"] == "timeout" and timeouts_count) for r in results)
     survived = sum(r["outcome"] == "passed" for r in results)
     low, high = wilson(killed, killed + survived)
@@ -546,6 +555,8 @@ def run_area(area: Area, size: int, seed: int, timeout: float | None) -> dict[st
         "tests": list(area.tests),
         "sites": sum(sizes.values()),
         "sampled": len(results),
+        "drawn": drawn,
+        "complete": len(results) == drawn,
         "seed": seed,
         "killed": killed,
         "survived": survived,
@@ -561,12 +572,20 @@ def run_area(area: Area, size: int, seed: int, timeout: float | None) -> dict[st
     }
 
 
+def save(result: dict[str, object]) -> None:
+    """Write an area's result to ``bench/mutation_results/area.<area>.seed<seed>.json`` (atomically)."""
+    target = RESULTS / f"area.{result['area']}.seed{result['seed']}.json"
+    partial = target.with_suffix(".part")
+    partial.write_text(json.dumps(result, indent=2) + "\n")
+    partial.replace(target)
+
+
 def main_areas(names: list[str], size: int, seed: int, timeout: float | None) -> int:
     """``--whole-area``: one stratified sample per area, its score with a 95% interval, and the survivors."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     for area in (a for a in AREAS if a.name in names):
         result = run_area(area, size, seed, timeout)
-        (RESULTS / f"area.{area.name}.seed{seed}.json").write_text(json.dumps(result, indent=2) + "\n")
+        save(result)
         low, high = result["interval95"]
         score = "n/a" if result["score"] is None else f"{100 * result['score']:.0f}%"
         print(f"| {area.name} | {len(result['modules'])} | {result['sites']} | {result['sampled']} | "

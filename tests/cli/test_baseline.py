@@ -7,7 +7,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from autograd_lint.lint.baseline import FORMAT, VERSION, Fingerprint, fingerprint, read_baseline
+from autograd_lint import __version__
+from autograd_lint.lint.baseline import FORMAT, VERSION, Fingerprint, fingerprint, read_baseline, write_baseline
 from autograd_lint.rules.base import Diagnostic, Severity
 from cli_process import run_cli
 
@@ -168,3 +169,59 @@ def test_an_entry_without_a_count_stands_for_one_finding(tmp_path: Path) -> None
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps({"format": FORMAT, "version": VERSION, "entries": [entry]}))
     assert read_baseline(str(path)) == {Fingerprint("ops.py", "AGL001", "Mul.backward", "return grad * b"): 1}
+
+
+def test_the_baseline_file_is_the_same_text_every_time(tmp_path: Path) -> None:
+    """The baseline is committed beside the code: its text (two-space indent, entries sorted,
+    one trailing newline) is pinned, so writing it again from the same findings changes no byte."""
+    source = tmp_path / "ops.py"
+    lines = FUNCTIONS.format(n=0).splitlines(True)
+    source.write_text("".join(lines))
+    found = [
+        Diagnostic(str(source), 23, 8, "AGL016", "returns a list", Severity.WARNING),
+        Diagnostic(str(source), 13, 8, "AGL001", "one gradient", Severity.ERROR),
+        Diagnostic(str(source), 13, 8, "AGL001", "one gradient", Severity.ERROR),
+    ]
+    path = tmp_path / "baseline.json"
+    assert write_baseline(str(path), found, lambda _: lines) == 3
+    assert path.read_text() == textwrap.dedent(
+        f"""\
+        {{
+          "format": "{FORMAT}",
+          "version": {VERSION},
+          "generated-by": "autograd-lint {__version__}",
+          "entries": [
+            {{
+              "path": "ops.py",
+              "code": "AGL001",
+              "scope": "Mul0.backward",
+              "snippet": "return grad * b",
+              "count": 2
+            }},
+            {{
+              "path": "ops.py",
+              "code": "AGL016",
+              "scope": "Scale0.backward",
+              "snippet": "return [grad * 2]",
+              "count": 1
+            }}
+          ]
+        }}
+        """
+    )
+    first = path.read_bytes()
+    write_baseline(str(path), list(reversed(found)), lambda _: lines)
+    assert path.read_bytes() == first
+
+
+def test_a_file_that_fails_to_parse_keeps_its_entries(tmp_path: Path) -> None:
+    """Only a file read in full can show an entry stale: a syntax error half-way through an edit
+    must not call that file's entries stale (writing the baseline again would drop them)."""
+    paths = make_tree(tmp_path, files=2)
+    assert check("src", "--write-baseline", "baseline.json", cwd=tmp_path).returncode == 0
+    paths[0].write_text(paths[0].read_text().replace("return grad * b\n", "return grad * b)\n"))
+    result = check("src", "--baseline", "baseline.json", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "ops0.py" in errors[0] and "syntax error" in errors[0], result.stderr
+    assert "stale" not in result.stderr and "--write-baseline" not in result.stderr, result.stderr

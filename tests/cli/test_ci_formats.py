@@ -102,6 +102,10 @@ def test_gitlab_report_is_valid_and_fingerprints_survive_shifted_lines(tmp_path:
         "severity": "critical",
         "location": {"path": "pkg/mul.py", "lines": {"begin": 12}},
     }
+    # GitLab compares fingerprints across pipelines, and so across autograd-lint versions: the
+    # value is pinned (sha256 of the JSON of path, code, scope, line text and the rank 1 of
+    # the first finding with that key), else an upgrade would show every finding as new.
+    assert mul["fingerprint"] == "6b5e874a1c50e5b3cbf34e08d4c525756ad5d0cfde8bf0ca5d40cadd9cf87c78"
     broken = next(issue for issue in issues if issue["location"]["path"] == "broken.py")
     assert broken["check_name"] == "AGL000" and broken["location"]["lines"]["begin"] == 2
     # Code added above a finding moves it, but GitLab must not see a new finding.
@@ -139,6 +143,7 @@ def test_junit_report_reads_with_junitparser(tmp_path: Path) -> None:
     assert failure.message == MESSAGE and failure.type == "AGL001"
     assert failure.text == f"mul.py:12:9: AGL001 {MESSAGE}"
     (missing,) = list(suites["gone.py"])
+    assert missing.classname == "gone"  # named as the findings' cases are: the path without its suffix
     (error,) = missing.result
     assert isinstance(error, junitparser.Error) and "no such file" in error.message
 

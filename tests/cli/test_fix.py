@@ -241,3 +241,16 @@ def test_a_fix_that_crashes_is_reported_and_the_file_left_alone(
     ]
     assert [d.code for d in result.remaining] == ["AGL016"]
     assert path.read_text() == FIXABLE
+
+
+def test_stdin_fix_that_cannot_be_written_names_the_problem_and_gives_the_buffer_back(tmp_path: Path) -> None:
+    # A backslash line at the start of a block: Python compiles it and the file is analysed,
+    # but libcst rejects it, so no fix can be written from it.  An editor replaces its buffer
+    # with stdout: it must get its own text back, and stderr must say why nothing changed.
+    text = SOURCE.replace("def backward(ctx, grad):\n", "def backward(ctx, grad):\n        \\\n")
+    compile(text, "ops.py", "exec")
+    result = run_cli(["check", "--fix", "-", "--stdin-filename", "ops.py"], cwd=tmp_path, input=text, timeout=120)
+    assert result.returncode == 2
+    assert result.stdout == text
+    problems = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(problems) == 1 and problems[0].startswith("error: ops.py: not fixed: libcst cannot parse it ("), result.stderr

@@ -319,6 +319,13 @@ def test_an_unchanged_tree_replays_the_last_run_and_any_edit_falls_back(
     assert in_process(tree, monkeypatch, capsys)[3] is True
     (tree / "plain10.py").unlink()
     assert in_process(tree, monkeypatch, capsys) == (*edited, True)
+    # A file walked last, added and removed: the one list is the other's prefix, and a
+    # replay would print the last run's findings (the new file's left out, the removed one's kept).
+    (tree / "zz_last.py").write_text(BASE.replace("class Base", "class Last").replace("return g, g", "return g"))
+    assert in_process(tree, monkeypatch, capsys)[3] is True
+    assert in_process(tree, monkeypatch, capsys)[3] is False
+    (tree / "zz_last.py").unlink()
+    assert in_process(tree, monkeypatch, capsys) == (*edited, True)
 
 
 def test_a_package_init_above_the_checked_directory_is_part_of_the_run(tree: Path) -> None:

@@ -97,6 +97,39 @@ def test_local_subclasses_nested_classes_and_classes_in_functions() -> None:
     assert grandchild.n_inputs == 2 and grandchild.is_split_style is False
 
 
+def test_a_base_rebound_to_a_plain_class_makes_no_function() -> None:
+    # `class Sub(Base)` takes the last `Base` bound before it: the plain class.  Parsing the
+    # Function classes as blocks alone would see only the first `Base` and make Sub a
+    # Function (whose backward, never called by autograd, AGL001 would then report).
+    found = functions(
+        """
+        import torch
+
+        class Base(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2
+
+        class Base:
+            pass
+
+        class Sub(Base):
+            @staticmethod
+            def forward(ctx, a, b):
+                return a * b
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad
+        """
+    )
+    assert sorted(found) == ["Base"]
+
+
 def test_spec_holds_signatures_decorators_and_ctx_usage() -> None:
     spec = functions(
         """
@@ -193,6 +226,16 @@ def test_configured_extra_base() -> None:
         Settings(extra_bases=frozenset({"mylib.autograd.FusedBase"})),
     )
     assert list(found) == ["Kernel"]
+
+
+def test_an_extra_base_without_a_module_is_accepted_and_matches_nothing(tmp_path: Path) -> None:
+    # The configuration accepts a bare name (a qualified name of one part); a run with it
+    # must go on.  It is compared with the qualified name a base resolves to, so it does not
+    # match the imported `mylib.FusedBase`; the qualified name does.
+    _tree(tmp_path, {"k.py": "from mylib import FusedBase\n\n\nclass Kernel(FusedBase):\n    pass\n"})
+    assert discover_functions([str(tmp_path)], Settings(extra_bases=frozenset({"FusedBase"}))) == []
+    found = discover_functions([str(tmp_path)], Settings(extra_bases=frozenset({"FusedBase", "mylib.FusedBase"})))
+    assert [f.name for f in found] == ["Kernel"]
 
 
 BASE = "import torch\n\n\nclass ChunkedLoss(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, grad):\n        return grad, None\n"
