@@ -31,7 +31,12 @@ BUGGY = textwrap.dedent(
 ).lstrip()
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "autograd_lint", "server"]))
+# One server per module (and xdist worker), shared by its tests: starting one costs about 2 s
+# of CPU, on each of CI's four interpreters. The tests stay independent: each opens its own
+# file, and every wait names the document (and version) it waits for.
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=[sys.executable, "-m", "autograd_lint", "server"]), scope="module"
+)
 async def client(lsp_client: LanguageClient):
     await lsp_client.initialize_session(types.InitializeParams(capabilities=types.ClientCapabilities()))
     yield
@@ -50,25 +55,37 @@ def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
     return text
 
 
+async def published(client: LanguageClient, uri: str, version: int) -> list[types.Diagnostic]:
+    """The diagnostics the server publishes for ``version`` of ``uri``."""
+
+    async def wait() -> list[types.Diagnostic]:
+        while True:
+            params = await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+            if params.uri == uri and params.version == version:
+                return list(params.diagnostics)
+
+    return await asyncio.wait_for(wait(), WAIT)
+
+
 async def open_document(client: LanguageClient, path: Path, text: str) -> list[types.Diagnostic]:
     uri = path.as_uri()
+    waiting = asyncio.ensure_future(published(client, uri, 1))
     client.text_document_did_open(
         types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
     )
-    await asyncio.wait_for(client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), WAIT)
-    return list(client.diagnostics[uri])
+    return await waiting
 
 
 async def change_document(client: LanguageClient, path: Path, text: str, version: int) -> list[types.Diagnostic]:
     uri = path.as_uri()
+    waiting = asyncio.ensure_future(published(client, uri, version))
     client.text_document_did_change(
         types.DidChangeTextDocumentParams(
             types.VersionedTextDocumentIdentifier(uri=uri, version=version),
             [types.TextDocumentContentChangeWholeDocument(text=text)],
         )
     )
-    await asyncio.wait_for(client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), WAIT)
-    return list(client.diagnostics[uri])
+    return await waiting
 
 
 async def quick_fixes(client: LanguageClient, path: Path, diagnostic: types.Diagnostic) -> list[types.CodeAction]:
@@ -82,7 +99,7 @@ async def quick_fixes(client: LanguageClient, path: Path, diagnostic: types.Diag
     return [action for action in actions or [] if isinstance(action, types.CodeAction)]
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 async def test_diagnostic_quick_fix_then_nothing(client: LanguageClient, tmp_path: Path) -> None:
     path = tmp_path / "ops.py"
     diagnostics = await open_document(client, path, BUGGY)
@@ -97,7 +114,7 @@ async def test_diagnostic_quick_fix_then_nothing(client: LanguageClient, tmp_pat
     assert await change_document(client, path, fixed, 2) == []
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 async def test_add_noqa_action_and_hover(client: LanguageClient, tmp_path: Path) -> None:
     path = tmp_path / "ops.py"
     diagnostics = await open_document(client, path, BUGGY)
@@ -114,7 +131,7 @@ async def test_add_noqa_action_and_hover(client: LanguageClient, tmp_path: Path)
     assert await change_document(client, path, silenced, 2) == []
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 async def test_syntax_error_is_one_diagnostic_and_the_server_goes_on(client: LanguageClient, tmp_path: Path) -> None:
     path = tmp_path / "ops.py"
     broken = BUGGY.replace("def forward(ctx, x):", "def forward(ctx, x:")
@@ -124,7 +141,7 @@ async def test_syntax_error_is_one_diagnostic_and_the_server_goes_on(client: Lan
     assert [d.code for d in await change_document(client, path, BUGGY, 2)] == ["AGL016"]
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 async def test_project_configuration_is_honoured(client: LanguageClient, tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.autograd-lint]\nignore = ["AGL016"]\n')
     (tmp_path / "pkg").mkdir()
@@ -135,7 +152,7 @@ async def test_project_configuration_is_honoured(client: LanguageClient, tmp_pat
     assert any("unknown key 'selct'" in message.message for message in client.messages)
 
 
-@pytest.mark.asyncio
+@pytest.mark.asyncio(loop_scope="module")
 async def test_a_burst_of_changes_ends_with_the_newest_text_checked(client: LanguageClient, tmp_path: Path) -> None:
     path = tmp_path / "ops.py"
     await open_document(client, path, BUGGY)
