@@ -67,13 +67,15 @@ def run_cli(
     return subprocess.CompletedProcess(command, returncode, stdout, stderr)
 
 
+def interpreter_settings(env: Mapping[str, str], ignore: tuple[str, ...] = ()) -> dict[str, str]:
+    """The ``PYTHON*`` variables of ``env`` but ``ignore``: they act when an interpreter
+    starts, which a forked process never does."""
+    return {name: value for name, value in env.items() if name.startswith("PYTHON") and name not in ignore}
+
+
 def _changes_interpreter_settings(env: Mapping[str, str] | None) -> bool:
-    """Whether ``env`` sets or drops a ``PYTHON*`` variable the test process has: those act
-    when an interpreter starts, which a forked process never does."""
-    if env is None:
-        return False
-    names = {name for name in (*env, *os.environ) if name.startswith("PYTHON")}
-    return any(env.get(name) != os.environ.get(name) for name in names)
+    """Whether ``env`` sets or drops a ``PYTHON*`` variable the test process has."""
+    return env is not None and interpreter_settings(env) != interpreter_settings(os.environ)
 
 
 def _import_for(args: Sequence[str]) -> None:

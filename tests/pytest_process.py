@@ -35,8 +35,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from cli_process import ALWAYS_SUBPROCESS, interpreter_settings
 
-ALWAYS_SUBPROCESS = os.environ.get("AUTOGRAD_LINT_TESTS_SUBPROCESS") == "1"
+# The child sets sys.path from PYTHONPATH itself; every other PYTHON* variable needs a real start.
+_SET_BY_THE_CHILD = ("PYTHONPATH",)
 
 # The zygote: imports what every run imports, checks that it is alone, then serves one
 # JSON request per line on stdin: forks, answers the child's pid, waits, answers its status.
@@ -95,8 +97,8 @@ class _Zygote:
     """The zygote process of this test process, started at the first run."""
 
     def __init__(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        self.python_settings = _python_settings(env)
+        env = {k: v for k, v in os.environ.items() if k not in _SET_BY_THE_CHILD}
+        self.python_settings = interpreter_settings(env)
         self.process = subprocess.Popen(
             [sys.executable, "-c", _ZYGOTE],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=os.getcwd(),
@@ -158,11 +160,6 @@ class _ForkedRun:
 _zygote: _Zygote | None = None
 
 
-def _python_settings(env: dict[str, str]) -> dict[str, str]:
-    """The variables read at interpreter start (``PYTHONPATH`` aside: the child sets sys.path)."""
-    return {k: v for k, v in env.items() if k.startswith("PYTHON") and k != "PYTHONPATH"}
-
-
 def _forked_popen(pytester: pytest.Pytester, cmdargs: Any, stdout: IO[str], stderr: IO[str], stdin: Any = None, **kw: Any) -> Any:
     """``pytester.popen`` for ``python -mpytest ...``, forked from the zygote when it can be."""
     global _zygote
@@ -176,7 +173,7 @@ def _forked_popen(pytester: pytest.Pytester, cmdargs: Any, stdout: IO[str], stde
         or args[:2] != list(pytester._getpytestargs())
         or stdin is not pytester.CLOSE_STDIN
         or kw
-        or _python_settings(env) != _zygote.python_settings
+        or interpreter_settings(env, ignore=_SET_BY_THE_CHILD) != _zygote.python_settings
     )
     if plain:
         return type(pytester).popen(pytester, cmdargs, stdout=stdout, stderr=stderr, stdin=stdin, **kw)

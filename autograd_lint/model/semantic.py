@@ -193,6 +193,10 @@ class HelperCall:
     name: str
     line: int
 
+    def describe(self, how: str) -> str:
+        """How a message names the write ``how`` (``"mul_()"``) made in this helper."""
+        return f"through `{self.name}` ({how} on line {self.line})"
+
 
 @dataclass(frozen=True, eq=False)
 class InplaceWrite:

@@ -195,7 +195,7 @@ class GradientMutatedInPlace(Rule):
                 reported.add(id(write.node))
                 how = f"({write.how})"
                 if write.helper is not None:
-                    how = f"through `{write.helper.name}` ({write.how} on line {write.helper.line})"
+                    how = write.helper.describe(write.how)
                 yield Report(
                     ctx.position(method, write.node),
                     f"{function.name}.{name} writes the incoming gradient `{write.name}` in place {how}; clone it first",

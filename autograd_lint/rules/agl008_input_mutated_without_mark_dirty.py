@@ -96,8 +96,8 @@ class InputMutatedWithoutMarkDirty(Rule):
             if write.helper is not None:
                 yield Report(
                     ctx.position(forward, write.node),
-                    f"{function.name}.forward writes its input `{param.name}` in place through "
-                    f"`{write.helper.name}` ({write.how} on line {write.helper.line}) but never calls "
+                    f"{function.name}.forward writes its input `{param.name}` in place "
+                    f"{write.helper.describe(write.how)} but never calls "
                     f"ctx.mark_dirty({param.name}): later uses of the caller's tensor skip the custom "
                     "backward (silently wrong gradients)",
                 )

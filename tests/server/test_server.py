@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from lsp_documents import WAIT, open_document, published
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-WAIT = 60  # seconds; a server that stops answering fails the test instead of hanging it
 BUGGY = textwrap.dedent(
     """
     import torch
@@ -55,25 +55,6 @@ def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
     return text
 
 
-async def published(client: LanguageClient, uri: str, version: int) -> list[types.Diagnostic]:
-    """The diagnostics the server publishes for ``version`` of ``uri``."""
-
-    async def wait() -> list[types.Diagnostic]:
-        while True:
-            params = await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-            if params.uri == uri and params.version == version:
-                return list(params.diagnostics)
-
-    return await asyncio.wait_for(wait(), WAIT)
-
-
-async def open_document(client: LanguageClient, path: Path, text: str) -> list[types.Diagnostic]:
-    uri = path.as_uri()
-    waiting = asyncio.ensure_future(published(client, uri, 1))
-    client.text_document_did_open(
-        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
-    )
-    return await waiting
 
 
 async def change_document(client: LanguageClient, path: Path, text: str, version: int) -> list[types.Diagnostic]:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from lsp_documents import WAIT, open_document, published
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-WAIT = 60
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "autograd_lint", "server"])
 # AGL009 (an unsafe fix: add @once_differentiable and its import) and AGL016 (a safe one).
 SOURCE = textwrap.dedent(
@@ -117,25 +117,6 @@ async def resolving_client(lsp_client: LanguageClient):
     await lsp_client.shutdown_session()
 
 
-async def published(client: LanguageClient, uri: str, version: int) -> list[types.Diagnostic]:
-    """The diagnostics the server publishes for ``version`` of ``uri``."""
-
-    async def wait() -> list[types.Diagnostic]:
-        while True:
-            params = await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-            if params.uri == uri and params.version == version:
-                return list(params.diagnostics)
-
-    return await asyncio.wait_for(wait(), WAIT)
-
-
-async def open_document(client: LanguageClient, path: Path, text: str) -> list[types.Diagnostic]:
-    uri = path.as_uri()
-    waiting = asyncio.ensure_future(published(client, uri, 1))
-    client.text_document_did_open(
-        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
-    )
-    return await waiting
 
 
 def change(client: LanguageClient, path: Path, text: str, version: int) -> None:
