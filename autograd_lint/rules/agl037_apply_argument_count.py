@@ -3,8 +3,10 @@ requires, or more than it takes."""
 
 from __future__ import annotations
 
+import ast
 from typing import Iterator
 
+from autograd_lint.model.source import python_tree
 from autograd_lint.model.spec import Position
 from autograd_lint.model.usage import apply_calls
 from autograd_lint.rules._common import plural
@@ -30,12 +32,34 @@ _TRANSPARENT = frozenset(
 )
 
 
+def _bound_once(text: str, name: str) -> bool:
+    """Whether ``name`` is bound exactly once anywhere in the module (its ``class``
+    statement), so that every ``name.apply`` of the module means that class."""
+    tree = python_tree(text)
+    if tree is None:
+        return False
+    count = 0
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            count += 1
+        elif isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            count += 1
+        elif isinstance(node, ast.arg) and node.arg == name:
+            count += 1
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            count += sum(1 for a in node.names if (a.asname or a.name.partition(".")[0]) == name or a.name == "*")
+        elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            count += 1
+    return count == 1
+
+
 class ApplyArgumentCount(Rule):
     """Reports a ``Name.apply(...)`` call in the Function's own module, with positional
     arguments only (no ``*``/``**``), that passes fewer arguments than forward has
     inputs without a default, or more than forward has inputs: the call raises
     ``TypeError`` before forward runs.  Silent where the class name means more than one
-    Function of the module, forward takes ``*args`` or keyword-only parameters without
+    Function of the module or is bound anywhere else in it (an import, an
+    assignment, a parameter of that name), forward takes ``*args`` or keyword-only parameters without
     a default, forward is not written in this class, or a decorator other than
     ``staticmethod``/``classmethod``/``custom_fwd`` may change its signature."""
 
@@ -63,6 +87,8 @@ class ApplyArgumentCount(Rule):
         if any(p.kind.name == "KEYWORD_ONLY" and p.default is None for p in forward.params):
             return
         if sum(1 for f in ctx.analysis.functions if f.name == function.name) != 1:
+            return
+        if not _bound_once(ctx.analysis.source.text, function.name):
             return
         required = [p.name for p in inputs if p.default is None]
         for call in apply_calls(ctx.analysis.source.text).get(function.name, ()):
@@ -101,6 +127,24 @@ class ApplyArgumentCount(Rule):
 
             def ring(q, group):
                 return Other.apply(q), Ring.apply(q, group=group)
+            """
+        ),
+        # A parameter of the same name may hold another Function: the call is not read.
+        Valid(
+            """
+            import torch
+
+            class Ring(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, group):
+                    return q * 2
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g * 2, None
+
+            def run(Ring, q):
+                return Ring.apply(q)
             """
         ),
         # A defaulted input may be left out; every input passed.
