@@ -583,6 +583,52 @@ class MethodModel:
                 made = True
         return Sources(frozenset(same), frozenset(detached), made, unknown, frozenset(through))
 
+    def is_param(self, expr: cst.BaseExpression, param: str) -> bool:
+        """Whether ``expr`` is the name of parameter ``param``, rebound on no path reaching it."""
+        if not isinstance(expr, cst.Name):
+            return False
+        reaching = self.unnarrowed(self.reaching(expr))
+        return bool(reaching) and all(b.how is How.PARAMETER and b.name == param for b in reaching)
+
+    def param_items(self, expr: cst.BaseExpression, param: str) -> tuple[int, int | None, bool] | None:
+        """Which items of parameter ``param`` (a ``*args``) the value at ``expr`` holds:
+        ``(start, stop or None for the end, whether one item)`` when it is ``param[i]``,
+        ``param[a:b]`` (no step), ``tuple(param[a:b])`` or ``list(param[a:b])``, with
+        non-negative integer literals, or a local every reaching binding of which is one
+        same such value; None otherwise (a computed bound, a rebound ``param``)."""
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("tuple", "list"):
+            if len(expr.args) != 1 or expr.args[0].keyword is not None or expr.args[0].star:
+                return None
+            found = self.param_items(expr.args[0].value, param)
+            return None if found is None or found[2] else found
+        if isinstance(expr, cst.Name):
+            reaching = self.unnarrowed(self.reaching(expr))
+            values = {
+                self._param_subscript(b.value, param) if b.how is How.ASSIGNMENT and b.value is not None else None
+                for b in reaching
+            }
+            return values.pop() if reaching and len(values) == 1 else None
+        return self._param_subscript(expr, param)
+
+    def _param_subscript(self, expr: cst.BaseExpression, param: str) -> tuple[int, int | None, bool] | None:
+        """``param[i]`` or ``param[a:b]`` (no step) with non-negative integer literals."""
+        if not isinstance(expr, cst.Subscript) or len(expr.slice) != 1 or not self.is_param(expr.value, param):
+            return None
+        part = expr.slice[0].slice
+        if isinstance(part, cst.Index):
+            if not isinstance(part.value, cst.Integer):
+                return None
+            index = int(part.value.value)
+            return index, index + 1, True
+        if not isinstance(part, cst.Slice) or part.step is not None:
+            return None
+        bounds: list[int | None] = []
+        for bound in (part.lower, part.upper):
+            if bound is not None and not isinstance(bound, cst.Integer):
+                return None
+            bounds.append(None if bound is None else int(bound.value))
+        return bounds[0] or 0, bounds[1], False
+
     def unpacked(self, binding: Binding) -> tuple[cst.BaseExpression, int] | None:
         """``(value, index)`` when ``binding`` is the ``index``-th name of a flat tuple or list
         target without a starred element (``a, b = value``), assigned a value that is not a

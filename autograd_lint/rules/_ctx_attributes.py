@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import libcst as cst
 
 from autograd_lint.model.semantic import Binding, Flow, How, MethodModel, Sink, Sources
-from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
+from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec, ParamKind
 from autograd_lint.rules._common import ctx_writers, gradient_given
 from autograd_lint.rules.base import FunctionContext
 
@@ -60,6 +60,9 @@ class Kept:
     held: Held
     reads: Reads
     sources: Sources  # where the tensor comes from (views passed included)
+    # For a slice or item of forward's ``*args``: the input positions it holds that backward
+    # gives a gradient (the evidence that they are tensors); empty otherwise.
+    star_inputs: tuple[int, ...] = ()
 
     @property
     def in_container(self) -> bool:
@@ -97,6 +100,19 @@ def kept_tensors(ctx: FunctionContext) -> Iterator[Kept]:
             held = roles.held(sources)
             element = _element_position(store, tensor)
             yield Kept(method, model, store, tensor, attribute, held, _reads(function, attribute, element), sources)
+        for store, first, graded in _star_stores(function, method, model):
+            attribute = store.detail or ""
+            if attribute in allowed:
+                continue
+            if exempt is None:
+                exempt = _managed_attributes(function)
+                if exempt is None:
+                    return
+            if attribute in exempt:
+                continue
+            reads = _best(_reads(function, attribute, None if first is None else p - first) for p in graded)
+            sources = model.sources(store.expr)
+            yield Kept(method, model, store, store, attribute, Held.GRADED_INPUT, reads, sources, graded)
 
 
 def target_of(kept: Kept) -> cst.CSTNode:
@@ -124,7 +140,58 @@ def held_text(ctx: FunctionContext, kept: Kept, noun: str = "tensor") -> str:
         held = f"`{text}` (a {noun} or None)" if noun == "tensor" else f"{noun} `{text}` (or None)"
     if kept.in_container:
         held = f"a container holding {held}"
+    if kept.star_inputs:
+        inputs = ", ".join(str(p) for p in kept.star_inputs)
+        plural = "s" if len(kept.star_inputs) > 1 else ""
+        held = f"`{text}` (from `*args`: forward's input{plural} {inputs}, which backward gives a gradient)"
     return held
+
+
+def _best(reads: Iterable[Reads]) -> Reads:
+    """Data beats unknown beats metadata beats nothing (as in :func:`_reads`)."""
+    order = (Reads.DATA, Reads.UNKNOWN, Reads.METADATA, Reads.NONE)
+    found = set(reads)
+    return next((r for r in order if r in found), Reads.NONE)
+
+
+def _star_stores(
+    function: FunctionSpec, method: MethodSpec, model: MethodModel
+) -> Iterator[tuple[Flow, int | None, tuple[int, ...]]]:
+    """``ctx.<attr> = args[i]`` / ``args[a:b]`` / ``tuple(args[a:b])`` / ``list(...)`` (or a
+    local bound only to one of those) in a combined-style forward taking ``*args``: (the
+    store, the input position of the slice's first item or None for one item, the input
+    positions held that backward gives a gradient).  The evidence that those items are
+    tensors is backward's gradient at their position, as for named inputs
+    (``model.extract._graded_inputs``); only when the class derives from torch's Function
+    directly, so that the style, and so each item's position, is certain."""
+    if method.name != "forward" or function.method("setup_context") is not None:
+        return
+    if function.base_specs or not function.complete or method.ctx_name is None:
+        return
+    star = next((p.name for p in method.params if p.kind is ParamKind.VAR_POSITIONAL), None)
+    if star is None:
+        return
+    named = len(method.positional) - 1  # forward's inputs before *args
+    for store in model.flows_to(Sink.CTX_ATTRIBUTE):
+        if store.owner != method.ctx_name or store.index is not None:
+            continue
+        if model.kind(store.expr) in _REPORTED:
+            continue  # a tensor by its own kind: reported through _stored_tensors
+        found = model.param_items(store.expr, star)
+        if found is None:
+            continue
+        start, stop, single = found
+        graded: list[int] = []
+        offset = start
+        while stop is None or offset < stop:
+            given = gradient_given(function, named + offset)
+            if given is None:
+                break  # past the end of some return (or undecided): nothing beyond is known
+            if given:
+                graded.append(named + offset)
+            offset += 1
+        if graded:
+            yield store, None if single else named + start, tuple(graded)
 
 
 def _element_position(store: Flow, tensor: Flow) -> int | None:
@@ -331,7 +398,4 @@ class _Roles:
         return None
 
     def _is_param(self, expr: cst.BaseExpression, param: str) -> bool:
-        if not isinstance(expr, cst.Name):
-            return False
-        reaching = self.model.unnarrowed(self.model.reaching(expr))
-        return bool(reaching) and all(b.how is How.PARAMETER and b.name == param for b in reaching)
+        return self.model.is_param(expr, param)

@@ -97,7 +97,8 @@ class CtxTensorAttribute(Rule):
                     "before backward gives a silently wrong gradient"
                 )
             elif kept.held is Held.GRADED_INPUT and kept.reads is Reads.DATA:
-                consequence = "an in-place change to that input before backward gives a silently wrong gradient"
+                those = "those inputs" if len(kept.star_inputs) > 1 else "that input"
+                consequence = f"an in-place change to {those} before backward gives a silently wrong gradient"
             else:
                 continue
             yield Report(
@@ -107,6 +108,39 @@ class CtxTensorAttribute(Rule):
             )
 
     VALID = [
+        # Items of `*args` backward reads only for their metadata, or gives no gradient,
+        # or whose gradients can't be placed (`(None,) + grads`): nothing shows a tensor
+        # changed in place would matter.
+        Valid(
+            """
+            import torch
+
+            class Meta(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, fn, *args):
+                    ctx.inputs = args[0:2]
+                    ctx.first = args[0]
+                    ctx.rest = args[2:]
+                    return fn(*args)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.inputs
+                    c = ctx.rest[0]
+                    return None, grad.expand(a.shape).to(ctx.first.dtype), None, None
+
+            class Dynamic(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, fn, *args):
+                    ctx.inputs = args[1:]
+                    return fn(*args)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    grads = torch.autograd.grad(grad, ctx.inputs)
+                    return (None,) + grads
+            """
+        ),
         # A backward returning too few gradients (AGL001's) says nothing about which input
         # is a tensor: `dq` lands on `group`, a process group (long-context-attention
         # RingAttentionFunc).
@@ -470,6 +504,52 @@ class CtxTensorAttribute(Rule):
         ),
     ]
     INVALID = [
+        # Inputs sliced from `*args` (torch's LinearPerSampleGrad shape): the built gradient
+        # tuple gives input 2 (`args[0]`) one, and backward reads its data
+        # (bench/recreate/args_slice_on_ctx.py: the weight gradient silently changes).
+        Invalid(
+            """
+            import torch
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, names, op, *args):
+                    expanded = args[:2]
+                    ctx.args = expanded
+                    return op(*expanded)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, w = ctx.args
+                    results = [None, None]
+                    results.append(grad @ w)
+                    results.extend([grad.t() @ x])
+                    return tuple(results)
+            """,
+            line=7,
+            message="Linear.forward stores `expanded` (from `*args`: forward's inputs 2, 3, which backward gives a gradient) as ctx.args; an in-place change to those inputs before backward gives a silently wrong gradient",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Inputs(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, fn, *args):
+                    ctx.inputs = tuple(args[1:])
+                    return fn(*args)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    b, c = ctx.inputs
+                    grads = [None, None]
+                    grads.append(grad * b)
+                    grads.append(None)
+                    return tuple(grads)
+            """,
+            line=6,
+            message="Inputs.forward stores `tuple(args[1:])` (from `*args`: forward's input 2, which backward gives a gradient) as ctx.inputs",
+        ),
         # The gradients are a tuple no literal spells: position 1 (`w`) gets one.
         Invalid(
             """

@@ -9,7 +9,7 @@ import libcst as cst
 
 from autograd_lint.model import semantic, traverse
 from autograd_lint.model.imports import ImportMap
-from autograd_lint.model.semantic import Binding, BindingFacts, How, MethodModel
+from autograd_lint.model.semantic import Binding, BindingFacts, How, MethodModel, Sink
 
 
 def model_of(source: str) -> MethodModel:
@@ -534,3 +534,40 @@ def test_unpackings_are_the_tuple_targets_that_unpack_a_value() -> None:
     assert unpacking is not None and code(unpacking.value) == "inputs"
     (p,) = model.bindings_of("p")
     assert model.unpacking_of(p) is None
+
+
+# -- items of a *args parameter ------------------------------------------------------
+def test_param_items_reads_literal_items_and_slices_of_star_args() -> None:
+    model = model_of(
+        """
+        def forward(ctx, fn, *args):
+            head = args[:2]
+            maybe = args[1:] if fn else args[2:]
+            args2 = args
+            ctx.a = args[1]
+            ctx.b = tuple(args[1:])
+            ctx.c = head
+            ctx.d = list(args[0])
+            ctx.e = args[1:n]
+            ctx.f = maybe
+            ctx.g = args[::2]
+            ctx.h = args2[0]
+            ctx.i = fn[0]
+        """
+    )
+    found = {
+        flow.detail: model.param_items(flow.expr, "args")
+        for flow in model.flows_to(Sink.CTX_ATTRIBUTE)
+        if flow.index is None
+    }
+    assert found == {
+        "a": (1, 2, True),
+        "b": (1, None, False),
+        "c": (0, 2, False),
+        "d": None,  # list() of one item is not its items
+        "e": None,  # a bound that is not a literal
+        "f": None,  # bindings of different slices
+        "g": None,  # a step
+        "h": None,  # another name for the tuple: not followed
+        "i": None,
+    }
