@@ -33,8 +33,10 @@ from autograd_lint.model.statements import Spans
 
 # Below this, a parse of the whole text costs a few milliseconds: not worth a cut.
 MIN_CHARS = 20_000
-# Chunks kept by text: the statements of several large files.
-_MOST_CHUNKS = 2048
+# Characters of chunk text kept, with their parses: a few large files' worth.  Bounded by
+# size, not count: parsed code is many objects, and every object kept alive is work for
+# each full garbage collection of a run over thousands of files.
+_MOST_CHARS = 1_000_000
 # Assembled modules whose chunks are known (the parse cache keeps 4 modules).
 _MOST_MODULES = 8
 
@@ -57,6 +59,7 @@ class _Chunk:
 
 
 _chunks: OrderedDict[tuple[str, bool], _Chunk] = OrderedDict()
+_kept_chars = 0
 # Assembled module -> its chunks and the line each starts after.
 _assembled: OrderedDict[cst.Module, tuple[tuple[_Chunk, int], ...]] = OrderedDict()
 
@@ -142,9 +145,12 @@ def _chunk(text: str, first: bool) -> _Chunk | None:
         lead = lead.with_changes(leading_lines=[*module.header, *lead.leading_lines])
         module = module.with_changes(header=(), body=[lead, *module.body[1:]])
     chunk = _Chunk(module, any(_has_block(statement) for statement in module.body))
+    global _kept_chars
     _chunks[key] = chunk
-    while len(_chunks) > _MOST_CHUNKS:
-        _chunks.popitem(last=False)
+    _kept_chars += len(text)
+    while _kept_chars > _MOST_CHARS and len(_chunks) > 1:
+        (dropped, _), _ = _chunks.popitem(last=False)
+        _kept_chars -= len(dropped)
     return chunk
 
 
