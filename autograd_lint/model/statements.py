@@ -13,10 +13,21 @@ from __future__ import annotations
 
 import ast
 from collections import OrderedDict
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
-# (first line, last line) of each top-level statement, 1-based, in order.
-Spans = tuple[tuple[int, int], ...]
+# (first line, last line) of statements, 1-based, in order.
+Lines = tuple[tuple[int, int], ...]
+
+
+class Span(NamedTuple):
+    """Where a top-level statement lies, and for a class, each statement of its body."""
+
+    first: int
+    last: int
+    members: Lines
+
+
+Spans = tuple[Span, ...]
 
 # As many texts as the guard's verdicts keep (analysis.python_rejects), and then some.
 _MOST_TEXTS = 16
@@ -29,7 +40,10 @@ _counts: OrderedDict[tuple[str, int, int, int], int] = OrderedDict()
 
 def remember(text: str, tree: ast.Module) -> None:
     """Keep the statement lines of ``text``, whose parse by CPython is ``tree``."""
-    spans = tuple(_span(statement) for statement in tree.body)
+    spans = tuple(
+        Span(*_span(statement), tuple(map(_span, statement.body)) if isinstance(statement, ast.ClassDef) else ())
+        for statement in tree.body
+    )
     _spans[text] = spans
     _spans.move_to_end(text)
     while len(_spans) > _MOST_TEXTS:
