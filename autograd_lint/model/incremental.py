@@ -27,6 +27,7 @@ place: one node object never stands at two places of a module.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
@@ -105,6 +106,7 @@ class _Chunk:
         return CodePosition(end.line + offset, end.column)
 
 
+_lock = threading.RLock()
 _kept: OrderedDict[tuple[str, bool, bool], _Chunk | _Part] = OrderedDict()
 _kept_chars = 0
 # Assembled module -> its chunks and the line each starts after.
@@ -116,6 +118,13 @@ def assemble(source: str, spans: Spans) -> cst.Module | None:
     (see the module's docstring), or a part doesn't parse on its own."""
     if "\r" in source or "\f" in source or source.startswith("\ufeff") or not spans:
         return None
+    # The guard runs every parse on one thread; the lock keeps the kept parts whole
+    # should two threads ever parse at once.
+    with _lock:
+        return _assemble(source, spans)
+
+
+def _assemble(source: str, spans: Spans) -> cst.Module | None:
     lines = source.split("\n")
     used: set[int] = set()
     chunks: list[tuple[_Chunk, int]] = []
@@ -151,10 +160,9 @@ def assemble(source: str, spans: Spans) -> cst.Module | None:
 
 def table(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange] | None:
     """The node ranges of an assembled ``module``, from its parts' (None if it is not one)."""
-    chunks = _assembled.get(module)
-    if chunks is None:
-        return None
-    return _Ranges(module, chunks)
+    with _lock:
+        chunks = _assembled.get(module)
+        return None if chunks is None else _Ranges(module, chunks)
 
 
 def _cuts(lines: Sequence[str], spans: Spans) -> Iterator[tuple[int, int, Lines]]:

@@ -12,6 +12,7 @@ imports libcst.
 from __future__ import annotations
 
 import ast
+import threading
 from collections import OrderedDict
 from typing import NamedTuple, Sequence
 
@@ -34,12 +35,19 @@ _MOST_TEXTS = 16
 # Statement texts whose node counts are kept: a few large files' worth.
 _MOST_COUNTS = 8192
 
+# Every parse runs on the guard's one thread; the lock is there should two ever run at once.
+_lock = threading.Lock()
 _spans: OrderedDict[str, Spans] = OrderedDict()
 _counts: OrderedDict[tuple[str, int, int, int], int] = OrderedDict()
 
 
 def remember(text: str, tree: ast.Module) -> None:
     """Keep the statement lines of ``text``, whose parse by CPython is ``tree``."""
+    with _lock:
+        _remember(text, tree)
+
+
+def _remember(text: str, tree: ast.Module) -> None:
     spans = tuple(
         Span(*_span(statement), tuple(map(_span, statement.body)) if isinstance(statement, ast.ClassDef) else ())
         for statement in tree.body
@@ -62,6 +70,11 @@ def node_count(text: str, tree: ast.Module) -> int:
     where on them it starts and ends (``a = 1; b = [2]``: two statements on one line):
     an edit re-counts only the statements it changed.
     """
+    with _lock:
+        return _node_count(text, tree)
+
+
+def _node_count(text: str, tree: ast.Module) -> int:
     lines = text.split("\n")
     total = 1 + len(tree.type_ignores)  # the module itself and its type-ignore comments
     for statement in tree.body:
