@@ -148,11 +148,6 @@ class Positions(Mapping[cst.CSTNode, CodeRange]):
 
 def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     """Every node of ``module`` with the range ``PositionProvider`` gives it, computed lazily."""
-    from autograd_lint.model import incremental
-
-    assembled = incremental.table(module)
-    if assembled is not None:
-        return assembled  # a module made of chunks: each chunk's positions are kept with it
     state = _TokenIndexState(module)
     module._codegen(state)
     code = "".join(state.tokens)

@@ -95,7 +95,8 @@ def _assembled(text: str) -> cst.Module:
 
 
 def _ranges(module: cst.Module) -> list[tuple[str, int, int, int, int]]:
-    table = positions(module)
+    kept = incremental.table(module)  # the parts' ranges, moved, for an assembled module
+    table = kept if kept is not None else positions(module)
     found = []
     stack: list[cst.CSTNode] = [module]
     seen: set[int] = set()
@@ -115,6 +116,7 @@ def _same_as_whole(text: str) -> None:
     assert module.code == text
     assert module.deep_equals(whole)
     assert module.default_indent == whole.default_indent
+    assert incremental.table(module) is not None and incremental.table(whole) is None
     assert _ranges(module) == _ranges(whole)
 
 
