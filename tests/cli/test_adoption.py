@@ -216,8 +216,10 @@ def test_show_settings(project: Path) -> None:
     assert 'extend-select = ["AGL030"]' in lines
     assert any(re.match(r"Rules that run \(\d+\): AGL001, ", line) for line in lines)
     assert lines[-2:] == ["Files to check (1):", "  ops.py"]
-    document = json.loads(check("--show-settings", "--output-format", "json", cwd=project).stdout)
+    shown = check("--show-settings", "--output-format", "json", cwd=project).stdout
+    document = json.loads(shown)
     assert document["files"] == ["./ops.py"] and "AGL030" in document["rules"]
+    assert shown == json.dumps(document, indent=2) + "\n"  # the same layout as the other JSON outputs
 
 
 @pytest.mark.parametrize(
