@@ -496,11 +496,14 @@ def run_tests(command: list[str], cwd: Path, env: dict[str, str], timeout: float
     return ("passed" if code == 0 else "failed"), time.monotonic() - started
 
 
-def area_command(area: Area, module: str) -> list[str]:
+def area_command(area: Area, module: str, chosen: list[str] | None = None) -> list[str]:
     """pytest over the area's test files, the mutated module's own test files first (a mutant
-    they kill dies sooner; a survivor still runs every file)."""
+    they kill dies sooner; a survivor still runs every file); with ``chosen`` (node ids), only
+    the files that hold them (the plugin then runs only those tests: collecting the other
+    files costs more than most selections take to run)."""
     stem = Path(module).stem
-    tests = sorted(area.tests, key=lambda t: stem not in Path(t).stem)
+    files = [t for t in area.tests if chosen is None or any(c.startswith(t + "::") for c in chosen)] or area.tests
+    tests = sorted(files, key=lambda t: stem not in Path(t).stem)
     # -x: the first failing test kills the mutant; one process: the machine is shared; the
     # tests marked slow (real coverage runs, whole generated suites) are left out of every run.
     # The language-server plugins only slow the start (no area's tests use them).
@@ -637,7 +640,7 @@ def run_mutant(area: Area, mutant: dict[str, object], copy: Path, env: dict[str,
     try:
         target.write_text(str(mutant["source"]))
         cached.unlink(missing_ok=True)  # never the unmutated bytecode (same size and second)
-        outcome, seconds = run_tests(area_command(area, str(mutant["module"])), copy, run_env, limit)
+        outcome, seconds = run_tests(area_command(area, str(mutant["module"]), chosen), copy, run_env, limit)
         if chosen is not None and Path(f"{copy.parent / 'selected.txt'}.missing").exists():
             # A selected test was not collected (its id changed): the whole list decides instead.
             outcome, extra = run_tests(area_command(area, str(mutant["module"])), copy, env, limit)
