@@ -131,6 +131,30 @@ class MaterializeGradsIgnoredByCompile(Rule):
                     return dout * 2
             """
         ),
+        # The same with another `if` whose test is no comparison (a flag): only None tests count.
+        Valid(
+            """
+            import torch
+
+            class Attn(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, scaled: bool):
+                    ctx.set_materialize_grads(False)
+                    ctx.scaled = scaled
+                    out = q * 2
+                    ctx.save_for_backward(out)
+                    return out, q.sum(-1)
+
+                @staticmethod
+                def backward(ctx, dout, dlse):
+                    (out,) = ctx.saved_tensors
+                    if dout is None:
+                        dout = torch.zeros_like(out)
+                    if ctx.scaled:
+                        dout = dout * 0.5
+                    return dout * 2, None
+            """
+        ),
         Valid(
             """
             import torch
