@@ -241,3 +241,57 @@ def test_a_module_whose_dependency_raises_on_import_is_skipped_its_own_error_rai
         import_subject("subj_xyz.uses", str(tmp_path / "test_x.py"), ".")
     with pytest.raises(RuntimeError, match="the subject is broken"):
         import_subject("subj_xyz.own", str(tmp_path / "test_x.py"), ".")
+
+
+TWO_AND_AN_ALTERNATIVE = '''
+import torch
+from torch.autograd import Function
+
+
+class Cube(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 3 * x ** 2 * grad
+
+
+if hasattr(torch, "square"):
+    class Square(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.square(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+else:
+    class Square(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+'''
+
+
+def test_every_function_of_a_module_is_written_and_a_name_defined_twice_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path)
+    (tmp_path / "pkg" / "ops.py").write_text(TWO_AND_AN_ALTERNATIVE)
+    assert gen() == 0
+    assert f"wrote {GENERATED} (2 Function(s))" in capsys.readouterr().out
+    text = GENERATED.read_text()
+    assert text.count("class TestCube:") == 1 and text.count("class TestSquare:") == 1
