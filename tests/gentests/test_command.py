@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -295,3 +296,21 @@ def test_every_function_of_a_module_is_written_and_a_name_defined_twice_once(
     assert f"wrote {GENERATED} (2 Function(s))" in capsys.readouterr().out
     text = GENERATED.read_text()
     assert text.count("class TestCube:") == 1 and text.count("class TestSquare:") == 1
+
+
+def test_custom_op_modules_import_their_registering_modules_and_test_compile_parity_on_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    # The written text only (tests/gentests/test_custom_ops_end_to_end.py runs it, marked slow).
+    shutil.copytree(Path(__file__).parent / "fixtures" / "custom_ops" / "correct", tmp_path, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    written = Path("generated") / "test_opcheck_opspkg_ops.py"
+    assert main(["gen-tests", ".", "--out", "generated"]) == 0
+    plain = written.read_text()
+    # opspkg/fakes.py registers the ops' fake kernels: the test module must import it too.
+    assert 'import_subject("opspkg.fakes", __file__, "..")' in plain
+    assert "test_compile_parity" not in plain and plain.count("def test_opcheck(") == 9
+    assert main(["gen-tests", ".", "--out", "generated", "--compile-parity", "--force"]) == 0
+    assert written.read_text().count("def test_compile_parity(") == 7
+    capsys.readouterr()
