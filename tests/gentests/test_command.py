@@ -314,3 +314,30 @@ def test_custom_op_modules_import_their_registering_modules_and_test_compile_par
     assert main(["gen-tests", ".", "--out", "generated", "--compile-parity", "--force"]) == 0
     assert written.read_text().count("def test_compile_parity(") == 7
     capsys.readouterr()
+
+
+def test_recorded_cases_are_found_by_full_name_else_by_qualname_in_the_same_file() -> None:
+    # A test run may import pkg/ops.py as `ops` (rootdir-relative): a qualname recorded from
+    # the same file matches, one from another file never does.
+    from types import SimpleNamespace
+
+    from autograd_lint.gentests.inputs import ValueInput
+    from autograd_lint.gentests.recording import Recording
+
+    def entry(qualname: str, path: str, value: int) -> dict[str, object]:
+        return {"qualname": qualname, "path": path, "cases": [{"args": [{"value": value}]}]}
+
+    recording = Recording({
+        "ops.Square": entry("Square", "pkg/ops.py", 1),
+        "pkg.ops.Square": entry("Square", "pkg/ops.py", 2),
+        "other.Cube": entry("Cube", "other/ops.py", 3),
+        "ops.Cube": entry("Cube", "pkg/ops.py", 4),
+    })
+
+    def recorded(full_name: str, qualname: str) -> list[tuple[object, ...]]:
+        spec = SimpleNamespace(full_name=full_name, qualname=qualname, path="/project/pkg/ops.py")
+        return [case.args for case in recording.cases_for(spec)]  # type: ignore[arg-type]
+
+    assert recorded("pkg.ops.Square", "Square") == [(ValueInput("2"),)]
+    assert recorded("pkg.ops.Cube", "Cube") == [(ValueInput("4"),)]
+    assert recorded("pkg.ops.Other", "Other") == []
