@@ -341,3 +341,13 @@ def test_recorded_cases_are_found_by_full_name_else_by_qualname_in_the_same_file
     assert recorded("pkg.ops.Square", "Square") == [(ValueInput("2"),)]
     assert recorded("pkg.ops.Cube", "Cube") == [(ValueInput("4"),)]
     assert recorded("pkg.ops.Other", "Other") == []
+
+
+def test_calls_are_counted_apart_by_their_process_group_and_not_by_tensor_values() -> None:
+    from autograd_lint.gentests.recording import structure_key
+
+    args = [{"tensor": {"shape": [2], "dtype": "float32", "values": [1.0, 2.0], "stats": {"mean": 1.5}}}]
+    two = {"backend": "gloo", "world_size": 2}
+    four = {"backend": "gloo", "world_size": 4}
+    assert structure_key(args) == json.dumps([{"tensor": {"dtype": "float32", "shape": [2]}}], sort_keys=True)
+    assert len({structure_key(args), structure_key(args, two), structure_key(args, four)}) == 3
