@@ -78,6 +78,18 @@ def test_a_step_forward_with_a_gradient_is_a_surrogate(name: str) -> None:
 
 
 NOT_STEPS = {
+    "relu_as_a_call": """
+        class Relu(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return torch.mul(x, (x > 0).float())
+
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return grad * (x > 0).float()
+    """,
     "relu_by_mask": """
         class ReLU(torch.autograd.Function):
             @staticmethod
