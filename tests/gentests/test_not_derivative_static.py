@@ -46,6 +46,17 @@ SPIKES = {
                 (x,) = ctx.saved_tensors
                 return grad_output / (1 + x.abs()) ** 2
     """,
+    "scaled_step": """
+        class Step(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, scale: float):
+                ctx.scale = scale
+                return (x > 0).float() * scale
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * ctx.scale, None
+    """,
     "straight_through_clone": """
         class STE(torch.autograd.Function):
             @staticmethod
