@@ -204,3 +204,21 @@ def test_a_view_as_another_input_is_not_an_identity() -> None:
                 return None, grad
     """)
     assert not_the_derivative(spec, lines) is None
+
+
+def test_a_gradient_reversal_is_found_with_the_factor_on_either_side() -> None:
+    source = """
+        class Reverse(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, alpha: float):
+                ctx.alpha = alpha
+                return x.view_as(x)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return {}, None
+    """
+    for gradient in ("-grad * ctx.alpha", "-ctx.alpha * grad"):
+        spec, lines = _spec(source.format(gradient))
+        reason = not_the_derivative(spec, lines)
+        assert reason is not None and "a gradient reversal or scaling" in reason, gradient
