@@ -241,3 +241,26 @@ def test_a_module_whose_dependency_raises_on_import_is_skipped_its_own_error_rai
         import_subject("subj_xyz.uses", str(tmp_path / "test_x.py"), ".")
     with pytest.raises(RuntimeError, match="the subject is broken"):
         import_subject("subj_xyz.own", str(tmp_path / "test_x.py"), ".")
+
+
+POISSON = """
+import torch
+
+
+class Poisson(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.bernoulli(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+
+def test_a_forward_that_draws_random_numbers_gets_the_gradient_contract_too(project: Path) -> None:
+    (project / "pkg" / "ops.py").write_text(POISSON)
+    assert gen() == 0
+    generated = GENERATED.read_text()
+    assert "check_gradcheck(subject.Poisson, case)" in generated
+    assert "check_surrogate_gradients(subject.Poisson, case)" in generated
