@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from autograd_lint.model.op_spec import CustomOpModule, RunCustomOps
     from autograd_lint.model.spec import FunctionSpec, MethodSpec
     from autograd_lint.model.extract import ParsedUnit
-    from autograd_lint.model.helpers import ModuleHelpers
+    from autograd_lint.model.helpers import ModuleHelpers, SavedReads
     from autograd_lint.model.semantic import InplaceWrite
     from autograd_lint.model.usage import ApplyIndex, FunctionUse
 
@@ -175,6 +175,21 @@ class FileAnalysis:
         if method.semantic is None or method.path != self.source.path or "<locals>" in method.defined_in:
             return []
         return helper_writes(method.semantic, self.helpers)
+
+    def helper_saved_reads(self, method: MethodSpec) -> list[tuple[cst.Call, SavedReads]]:
+        """The calls of ``method``'s body that hand its ctx to a same-module helper reading
+        ``ctx.saved_tensors`` (:func:`.helpers.helper_saved_reads`); none where
+        :meth:`helper_writes` has none to give, or without a ctx parameter."""
+        from autograd_lint.model.helpers import helper_saved_reads
+
+        if (
+            method.semantic is None
+            or method.ctx_name is None
+            or method.path != self.source.path
+            or "<locals>" in method.defined_in
+        ):
+            return []
+        return helper_saved_reads(method.semantic, self.helpers, method.ctx_name)
 
 
 @functools.lru_cache(maxsize=8)

@@ -344,7 +344,8 @@ def _returns_one_tensor(forward: MethodSpec | None) -> bool:
 
 def _graded_inputs(defs: Mapping[str, cst.FunctionDef], is_plain: bool) -> frozenset[str]:
     """forward's parameters that backward gives a gradient (a tuple element other than
-    ``None``): evidence that they are tensors.  Only when forward and backward are both
+    ``None``): evidence that they are tensors, from tuples as long as forward's inputs
+    (extra elements all ``None``, as torch accepts).  Only when forward and backward are both
     in this class and the class derives from torch's Function directly, so that the
     style (and so which parameter is the i-th input) is certain."""
     forward = defs.get("forward")
@@ -365,6 +366,9 @@ def _graded_inputs(defs: Mapping[str, cst.FunctionDef], is_plain: bool) -> froze
             if any(isinstance(e, cst.StarredElement) for e in value.elements):
                 continue
             elements = [e.value for e in value.elements]
+            if len(elements) < len(inputs) or not all(is_none(e) for e in elements[len(inputs) :]):
+                # A wrong count raises in backward (AGL001): its positions say nothing.
+                continue
         elif len(inputs) == 1:
             elements = [value]  # anything else may be a tuple: `(None,) + (g,)`, `helper(g)`
         else:

@@ -1,12 +1,15 @@
-"""Which parameters a function of the same module writes in place, and the calls that pass
-a method's values to it.
+"""What a function of the same module does with the arguments a method passes it: which
+parameters it writes in place, and how often it reads ``<parameter>.saved_tensors``.
 
 ``backward`` often hands its gradient to a helper of its module (``_all_reduce(grad)``,
-whose body calls ``dist.all_reduce(tensor)``): the helper's in-place write is a write to
-the caller's tensor.  A helper is read only where what it does with an argument is
-decided by its own text: a function defined once, undecorated, directly in the module
-body (no other binding of its name anywhere in the module, no ``global`` of it, no
-``from ... import *``), that does not call itself, and whose tests (``if``, ``while``,
+whose body calls ``dist.all_reduce(tensor)``), or its ``ctx`` to a shared implementation
+(``Base._backward(ctx, grad)``, which reads ``ctx.saved_tensors``): what the helper does
+to the argument, the caller does.  A helper is a module-level function, or a
+``@staticmethod`` of a module-level class called as ``Class.method(...)``; it is read
+only where what it does with an argument is decided by its own text: defined once,
+undecorated (but for ``@staticmethod``), directly in the module body or the class body
+(no other binding of its name anywhere in the module or class, no ``global`` of it, no
+``from ... import *``), not calling itself, and whose tests (``if``, ``while``,
 ``assert``, conditional expressions) read no parameter other than through an attribute
 (``x.is_contiguous()`` is data; ``if inplace:`` or ``if out is None:`` makes the path
 depend on the caller's arguments).  Its body gets its own semantic model
@@ -15,6 +18,10 @@ depend on the caller's arguments).  Its body gets its own semantic model
 reaches its object on some path; a rebinding first (``t = t.clone()``) makes a new
 value, views and ``.detach()`` of it do not.  Shape-only changes (``unsqueeze_``),
 self-copies and ``inplace=`` flags that are not a literal ``True`` are left out.
+A helper that passes its parameter on to another helper does what that one does, to a
+depth of :data:`MAX_DEPTH` helpers; the call that closes a cycle of helpers is not
+followed (so a helper first read inside a cycle may count fewer reads or writes: the
+silent side).
 
 Read on a rule's request, once per module and helper name.
 """
@@ -22,19 +29,22 @@ Read on a rule's request, once per module and helper name.
 from __future__ import annotations
 
 import ast
+import functools
+import textwrap
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import libcst as cst
 
-from autograd_lint.model import semantic
+from autograd_lint.model import flow, semantic
+from autograd_lint.model.exprs import SAVED_ATTRIBUTES
 from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.scopes import module_bindings, scope_nodes
 from autograd_lint.model.semantic import SHAPE_ONLY_INPLACE, HelperCall, InplaceWrite, MethodModel
 from autograd_lint.model.source import python_tree, split_lines
 
-
-# What :meth:`ModuleHelpers._bindings` keeps for a module with a star import.
-_STAR: dict[str, int] = {}
+# How many helpers deep a parameter is followed (the method's own call is the first).
+MAX_DEPTH = 4
 
 
 @dataclass(frozen=True)
@@ -47,13 +57,24 @@ class ParameterWrite:
 
 
 @dataclass(frozen=True)
+class SavedReads:
+    """How a helper reads ``<parameter>.saved_tensors`` (or ``saved_variables``): the most
+    reads on one path through its body (reads by the helpers it passes the parameter to
+    included), and the file's line of its first read."""
+
+    most: int
+    line: int
+
+
+@dataclass(frozen=True)
 class Helper:
     """A same-module function whose in-place writes to its parameters are known."""
 
-    name: str
+    name: str  # as called: ``f`` or ``Class.method``
     positional: tuple[str, ...]  # parameters an argument can fill by position, in order
     keyword: frozenset[str]  # parameters an argument can fill by name
     writes: Mapping[str, ParameterWrite]  # parameter -> its first write
+    saved_reads: Mapping[str, SavedReads]  # parameter -> its saved_tensors reads (some)
 
 
 class ModuleHelpers:
@@ -64,30 +85,36 @@ class ModuleHelpers:
         self.text = text
         self.imports = imports
         self._read: dict[str, Helper | None] = {}
-        self._bound: dict[str, int] | None = None  # see _bindings
+        self._reading: list[str] = []  # the helpers being read, outermost first
+
+    @functools.cached_property
+    def _bindings(self) -> Mapping[str, int] | None:
+        tree = python_tree(self.text)
+        return module_bindings(tree) if tree is not None else None
 
     def helper(self, name: str) -> Helper | None:
-        """The helper ``name`` names at module level; None where what it writes can't be told."""
+        """The helper ``name`` (``f`` or ``Class.method``) names; None where what it does
+        can't be told, and for a helper reached through a cycle or past :data:`MAX_DEPTH`."""
+        if name in self._reading or len(self._reading) >= MAX_DEPTH:
+            return None
         if name not in self._read:
-            self._read[name] = self._helper(name)
+            self._reading.append(name)
+            try:
+                self._read[name] = self._helper(name)
+            finally:
+                self._reading.pop()
         return self._read[name]
 
     def _helper(self, name: str) -> Helper | None:
-        tree = python_tree(self.text)
-        bound = self._bindings(tree) if tree is not None else None
-        if bound is None or bound.get(name) != 1:
-            return None
-        node = next(
-            (s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name and not s.decorator_list),
-            None,
-        )
-        if node is None or _calls_itself(node) or _tests_read_parameters(node):
+        node = self._definition(name)
+        if node is None or _calls_itself(node, "." in name) or _tests_read_parameters(node):
             return None
         lines = split_lines(self.text)[node.lineno - 1 : node.end_lineno]
         from autograd_lint.model.extract import ParsedUnit  # extract builds methods with this module's help
 
         try:
-            unit = ParsedUnit.parse(self.path, "".join(lines), line_offset=node.lineno - 1)
+            # A static method's def is indented: dedent it (lines, not columns, are used).
+            unit = ParsedUnit.parse(self.path, textwrap.dedent("".join(lines)), line_offset=node.lineno - 1)
         except cst.ParserSyntaxError:
             return None
         body = unit.module.body
@@ -98,73 +125,130 @@ class ModuleHelpers:
         params = definition.params
         positional = tuple(p.name.value for p in (*params.posonly_params, *params.params))
         keyword = frozenset(p.name.value for p in (*params.params, *params.kwonly_params))
+        names = set(positional) | keyword
         writes: dict[str, ParameterWrite] = {}
-        for write in model.inplace_writes:
-            if not _counts(write):
-                continue
+        found = [(w, unit.position(w.node).line) for w in model.inplace_writes if _counts(w)]
+        found += [(w, w.helper.line) for w in helper_writes(model, self) if w.helper is not None]
+        for write, line in found:
             for binding in write.origins:
-                if binding.how is semantic.How.PARAMETER and binding.name in positional + tuple(keyword):
-                    line = unit.position(write.node).line
+                if binding.how is semantic.How.PARAMETER and binding.name in names:
                     known = writes.get(binding.name)
                     if known is None or line < known.line:
                         writes[binding.name] = ParameterWrite(write.how, line, write.through)
-        return Helper(name, positional, keyword, writes)
+        reads: dict[str, SavedReads] = {}
+        for name_ in sorted(names):
+            loads = model.attribute_loads(name_, SAVED_ATTRIBUTES)
+            passed = helper_saved_reads(model, self, name_)
+            weights = {id(n): 2 if model.per_item(n) else 1 for n in loads}
+            weights.update({id(call): used.most for call, used in passed})
+            most = flow.most_on_one_path(flow.method_body(definition), lambda n: weights.get(id(n), 0))
+            if most > 0:
+                line = min([unit.position(n).line for n in loads] + [used.line for _, used in passed])
+                reads[name_] = SavedReads(most, line)
+        return Helper(name, positional, keyword, writes, reads)
 
-    def _bindings(self, tree: ast.Module) -> Mapping[str, int] | None:
-        """How many times the module binds each name at module level (a ``global`` of it in
-        a function counts as many); None after a ``from ... import *``, which may bind any."""
-        if self._bound is None:
-            counts: dict[str, int] = {}
-            for node in _module_scope(tree):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    counts[node.name] = counts.get(node.name, 0) + 1
-                elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                    for alias in node.names:
-                        if alias.name == "*":
-                            self._bound = _STAR
-                            return None
-                        bound = alias.asname or alias.name.partition(".")[0]
-                        counts[bound] = counts.get(bound, 0) + 1
-                elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-                    counts[node.id] = counts.get(node.id, 0) + 1
-            for node in ast.walk(tree):
-                if isinstance(node, (ast.Global, ast.Nonlocal)):
-                    for each in node.names:
-                        counts[each] = counts.get(each, 0) + 2
-            self._bound = counts
-        return None if self._bound is _STAR else self._bound
+    def _definition(self, name: str) -> ast.FunctionDef | None:
+        """The ``def`` of the helper ``name``: a function of the module body, or a
+        ``@staticmethod`` of a class of the module body (``Class.method``); None where
+        the name is bound more than once, or otherwise than by that one ``def``."""
+        tree = python_tree(self.text)
+        bound = self._bindings
+        owner, _, method = name.rpartition(".")
+        if tree is None or bound is None or bound.get(owner or method) != 1:
+            return None
+        if not owner:
+            return next(
+                (s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name and not s.decorator_list),
+                None,
+            )
+        cls = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == owner), None)
+        if cls is None or cls.decorator_list or _class_bindings(cls).get(method) != 1:
+            return None
+        if any(
+            isinstance(n, ast.Attribute) and n.attr == method and not isinstance(n.ctx, ast.Load)
+            for n in ast.walk(tree)
+        ):
+            return None  # `Class.method = ...` somewhere
+        return next(
+            (
+                s
+                for s in cls.body
+                if isinstance(s, ast.FunctionDef)
+                and s.name == method
+                and [ast.unparse(d) for d in s.decorator_list] == ["staticmethod"]
+            ),
+            None,
+        )
 
 
-def helper_writes(model: MethodModel, helpers: ModuleHelpers) -> list[InplaceWrite]:
-    """The in-place writes that calls of ``model``'s body make through same-module helpers:
-    one per argument a helper writes, with the call as ``node`` and the argument as
-    ``target``.  A call with ``*args`` or ``**kwargs`` arguments, or of a name the body
-    binds, is not followed (the method must be defined in a class at module level)."""
-    found: list[InplaceWrite] = []
-    for callee, call in model.calls:
-        if not isinstance(call.func, cst.Name) or model.is_bound(callee or ""):
+def _helper_calls(
+    model: MethodModel, helpers: ModuleHelpers
+) -> Iterator[tuple[cst.Call, Helper, list[tuple[str, cst.BaseExpression]]]]:
+    """The calls of ``model``'s body to same-module helpers, each with the helper and the
+    parameters its arguments fill.  A call with ``*args`` or ``**kwargs`` arguments, or of
+    a name the body binds, is not followed."""
+    for _, call in model.calls:
+        name = _called_name(call.func)
+        if name is None or model.is_bound(name.partition(".")[0]) or any(arg.star for arg in call.args):
             continue
-        if any(arg.star for arg in call.args):
+        helper = helpers.helper(name)
+        if helper is None:
             continue
-        helper = helpers.helper(call.func.value)
-        if helper is None or not helper.writes:
-            continue
+        filled: list[tuple[str, cst.BaseExpression]] = []
         for position, arg in enumerate(call.args):
             if arg.keyword is None:
                 parameter = helper.positional[position] if position < len(helper.positional) else None
             else:
                 parameter = arg.keyword.value if arg.keyword.value in helper.keyword else None
-            write = helper.writes.get(parameter) if parameter is not None else None
+            if parameter is not None:
+                filled.append((parameter, arg.value))
+        yield call, helper, filled
+
+
+def helper_writes(model: MethodModel, helpers: ModuleHelpers) -> list[InplaceWrite]:
+    """The in-place writes that calls of ``model``'s body make through same-module helpers:
+    one per argument a helper writes, with the call as ``node`` and the argument as
+    ``target``.  (The method must be defined in a class at module level.)"""
+    found: list[InplaceWrite] = []
+    for call, helper, filled in _helper_calls(model, helpers):
+        for parameter, value in filled:
+            write = helper.writes.get(parameter)
             if write is None:
                 continue
-            origins, through = semantic.written_bindings(arg.value, model.reaching)
+            origins, through = semantic.written_bindings(value, model.reaching)
             found.append(
                 InplaceWrite(
-                    call, write.how, arg.value, origins,
+                    call, write.how, value, origins,
                     through=through or write.through, helper=HelperCall(helper.name, write.line),
                 )
             )
     return found
+
+
+def helper_saved_reads(model: MethodModel, helpers: ModuleHelpers, owner: str) -> list[tuple[cst.Call, SavedReads]]:
+    """The calls of ``model``'s body that hand the parameter ``owner`` itself (as bound on
+    entry: not a rebinding of the name) to a same-module helper that reads its
+    ``saved_tensors``, with how the helper reads them."""
+    found: list[tuple[cst.Call, SavedReads]] = []
+    for call, helper, filled in _helper_calls(model, helpers):
+        for parameter, value in filled:
+            used = helper.saved_reads.get(parameter)
+            if used is None or not isinstance(value, cst.Name) or value.value != owner:
+                continue
+            reaching = model.reaching(value)
+            if reaching and all(b.how is semantic.How.PARAMETER for b in reaching):
+                found.append((call, used))
+                break
+    return found
+
+
+def _called_name(func: cst.BaseExpression) -> str | None:
+    """``f`` for a call of ``f(...)``, ``C.m`` for ``C.m(...)``; None for other callees."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        return f"{func.value.value}.{func.attr.value}"
+    return None
 
 
 def _counts(write: InplaceWrite) -> bool:
@@ -174,26 +258,25 @@ def _counts(write: InplaceWrite) -> bool:
     return "inplace=" not in write.how or write.how.endswith("inplace=True)")
 
 
-def _module_scope(tree: ast.Module) -> list[ast.AST]:
-    """The nodes that bind at module level: module-level statements and what they hold,
-    not the bodies of functions, classes and lambdas (their names bind the ``def``/``class``
-    statements themselves), nor comprehensions' own variables."""
-    found: list[ast.AST] = []
-    stack: list[ast.AST] = list(tree.body)
-    while stack:
-        node = stack.pop()
-        found.append(node)
+def _class_bindings(cls: ast.ClassDef) -> Mapping[str, int]:
+    """How many times the class body binds each name."""
+    counts: dict[str, int] = {}
+    for node in scope_nodes(cls):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            stack.extend(node.decorator_list)
-            continue
-        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-    return found
+            counts[node.name] = counts.get(node.name, 0) + 1
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            counts[node.id] = counts.get(node.id, 0) + 1
+    return counts
 
 
-def _calls_itself(node: ast.FunctionDef) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == node.name for n in ast.walk(node))
+def _calls_itself(node: ast.FunctionDef, method: bool) -> bool:
+    """Whether the body names the function (a static method also as ``anything.method``):
+    it may call itself."""
+    return any(
+        (isinstance(n, ast.Name) and n.id == node.name)
+        or (method and isinstance(n, ast.Attribute) and n.attr == node.name)
+        for n in ast.walk(node)
+    )
 
 
 def _tests_read_parameters(node: ast.FunctionDef) -> bool:

@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Mapping
 
 from autograd_lint.model.apply_sites import ast_dotted_name
 from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.scopes import scope_nodes
 from autograd_lint.model.source import python_tree
 
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
@@ -136,7 +137,7 @@ def _assigned(function: ast.AST, matches: Callable[[ast.expr], bool]) -> Iterato
     """The values ``function`` binds to targets ``matches`` accepts (None: a binding whose
     value can't be told, such as a tuple unpacking, a loop target or an augmented assignment).
     Nested functions, lambdas and classes bind their own names: they are not read."""
-    for node in _own_nodes(function):
+    for node in scope_nodes(function):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if matches(target):
@@ -153,16 +154,6 @@ def _assigned(function: ast.AST, matches: Callable[[ast.expr], bool]) -> Iterato
                 yield None
         elif isinstance(node, ast.arg) and matches(ast.Name(id=node.arg)):
             yield None
-
-
-def _own_nodes(function: ast.AST) -> Iterator[ast.AST]:
-    """``function``'s parameters and body, without the scopes nested in it."""
-    stack = list(ast.iter_child_nodes(function))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            stack.extend(ast.iter_child_nodes(node))
 
 
 def _first_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:

@@ -492,6 +492,7 @@ class ApplyCall:
 
     line: int
     arguments: int
+    column: int = 0
 
 
 @lru_cache(maxsize=16)
@@ -515,5 +516,5 @@ def apply_calls(text: str) -> Mapping[str, tuple[ApplyCall, ...]]:
             continue
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
             continue
-        found.setdefault(func.value.id, []).append(ApplyCall(node.lineno, len(node.args)))
+        found.setdefault(func.value.id, []).append(ApplyCall(node.lineno, len(node.args), node.col_offset))
     return {name: tuple(calls) for name, calls in found.items()}

@@ -107,6 +107,28 @@ class CtxTensorAttribute(Rule):
             )
 
     VALID = [
+        # A backward returning too few gradients (AGL001's) says nothing about which input
+        # is a tensor: `dq` lands on `group`, a process group (long-context-attention
+        # RingAttentionFunc).
+        Valid(
+            """
+            import torch
+
+            class RingAttention(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, group, q, k, sm_scale):
+                    out = q * k * sm_scale
+                    ctx.save_for_backward(q, k)
+                    ctx.group = group
+                    return out
+
+                @staticmethod
+                def backward(ctx, dout):
+                    q, k = ctx.saved_tensors
+                    handle = exchange(dout, ctx.group)
+                    return dout * k, dout * q, None
+            """
+        ),
         # Built by appends, the gradients give `w` None in every branch: a constant here.
         Valid(
             """

@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.model import flow
-from autograd_lint.model.exprs import SAVED_ATTRIBUTES
+from autograd_lint.model.exprs import SAVED_ATTRIBUTES, dotted_name
 from autograd_lint.rules._common import repeated_on_one_path
 from autograd_lint.rules.base import (
     FunctionContext,
@@ -33,8 +33,9 @@ class SavedTensorsReadTwice(Rule):
     """Checks that backward and vjp read ``ctx.saved_tensors`` (or the deprecated
     ``saved_variables``) at most once on any path through the method: two reads on
     one path, or one inside a loop or comprehension body, are reported (reads in
-    exclusive ``if``/``else`` arms are fine; reads in helpers that receive ctx are
-    not followed; jvp is not checked: there a second read neither fails under
+    exclusive ``if``/``else`` arms are fine; a call handing ctx to a function or
+    static method of the same module counts as the reads that helper makes,
+    :mod:`autograd_lint.model.helpers`; jvp is not checked: there a second read neither fails under
     checkpointing nor with the attribute below, bench/recreate/saved_tensors_jvp.py).
     The finding is certain when the class sets
     ``clear_saved_tensors_on_access = True``.  Also reports that attribute when its
@@ -78,15 +79,29 @@ class SavedTensorsReadTwice(Rule):
             if ctx.unit(method) is None or semantic is None:
                 continue
             # A load inside a comprehension's element runs once per item: it counts twice.
-            found = repeated_on_one_path(
-                flow.method_body(method.node),
-                saved_tensor_reads(method),
-                lambda node, model=semantic: 2 if model.per_item(node) else 1,
+            # A call handing ctx to a same-module helper counts as the helper's reads.
+            weights = {id(node): 2 if semantic.per_item(node) else 1 for node in saved_tensor_reads(method)}
+            helpers = {id(call): (call, used) for call, used in ctx.analysis.helper_saved_reads(method)}
+            weights.update({key: used.most for key, (_, used) in helpers.items()})
+            nodes = sorted(
+                [*saved_tensor_reads(method), *(call for call, _ in helpers.values())],
+                key=lambda node: (ctx.position(method, node).line, ctx.position(method, node).column),
             )
+            body = flow.method_body(method.node)
+            found = repeated_on_one_path(body, nodes, lambda node: weights[id(node)])
             if found is None:
                 continue
             second, where = found
-            attribute = second.attr.value  # type: ignore[attr-defined]
+            if id(second) in helpers:
+                call, used = helpers[id(second)]
+                attribute = "saved_tensors"
+                # The call's weight is the helper's reads, not a loop: say where it repeats.
+                looped = flow.most_on_one_path(body, lambda node: 1 if node is second else 0) > 1
+                total = flow.most_on_one_path(body, lambda node: weights.get(id(node), 0))
+                where = "inside a loop" if looped else f"{total} times on one path"
+                where += f" (through `{dotted_name(call.func)}`, which reads it on line {used.line})"
+            else:
+                attribute = second.attr.value  # type: ignore[attr-defined]
             consequence = (
                 "this always fails because the class sets clear_saved_tensors_on_access = True"
                 if clears
@@ -183,27 +198,46 @@ class SavedTensorsReadTwice(Rule):
                     return grad * w, grad * x
             """
         ),
-        # Trap 14: a helper that receives ctx is not followed; the outermost
-        # iterable of a comprehension is evaluated once.
+        # ctx handed to a helper that reads once, by a backward that does not read itself;
+        # a helper defined twice (which one runs can't be told) is not followed.
         Valid(
             """
             import torch
 
-            def _grads(ctx, grad):
-                (w,) = ctx.saved_tensors
-                return grad * w
+            def _grads(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * x
 
-            class Apply(torch.autograd.Function):
+            def _outer(ctx, g):
+                return _grads(ctx, g)
+
+            def _twice(ctx, g):
+                return g
+
+            def _twice(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * x
+
+            class Once(torch.autograd.Function):
                 @staticmethod
-                def forward(ctx, x, w):
-                    ctx.save_for_backward(w)
-                    return x * w
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x * x
 
                 @staticmethod
-                def backward(ctx, grad):
-                    gx = _grads(ctx, grad)
-                    shapes = [t.shape for t in ctx.saved_tensors]
-                    return gx, None
+                def backward(ctx, g):
+                    return _outer(ctx, g) * 2
+
+            class Unknown(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x * x
+
+                @staticmethod
+                def backward(ctx, g):
+                    (x,) = ctx.saved_tensors
+                    return _twice(ctx, g) + g * x
             """
         ),
     ]
@@ -328,5 +362,86 @@ class SavedTensorsReadTwice(Rule):
             """,
             line=11,
             message="inside a loop",
+        ),
+        # Was VALID (trap 14) while helpers receiving ctx were not followed: the helper's
+        # read and then the comprehension's (its outermost iterable, evaluated once).
+        Invalid(
+            """
+            import torch
+
+            def _grads(ctx, grad):
+                (w,) = ctx.saved_tensors
+                return grad * w
+
+            class Apply(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(w)
+                    return x * w
+
+                @staticmethod
+                def backward(ctx, grad):
+                    gx = _grads(ctx, grad)
+                    shapes = [t.shape for t in ctx.saved_tensors]
+                    return gx, None
+            """,
+            line=16,
+            message="Apply.backward reads ctx.saved_tensors 2 times on one path",
+        ),
+        # ctx handed to a static method of another class of the module that reads
+        # saved_tensors twice (pykeops GenredAutograd; bench/recreate/saved_tensors_helper.py).
+        Invalid(
+            """
+            import torch
+
+            class Base:
+                @staticmethod
+                def _backward(ctx, g):
+                    (x,) = ctx.saved_tensors[:-1]
+                    result = ctx.saved_tensors[-1]
+                    return g * 2 * x
+
+            class Genred(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    result = x * x
+                    ctx.save_for_backward(x, result)
+                    return result
+
+                @staticmethod
+                def backward(ctx, g):
+                    return Base._backward(ctx, g)
+            """,
+            line=19,
+            message=(
+                "Genred.backward reads ctx.saved_tensors 2 times on one path (through "
+                "`Base._backward`, which reads it on line 6)"
+            ),
+        ),
+        # A helper reached through another helper, after backward's own read.
+        Invalid(
+            """
+            import torch
+
+            def _grads(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * x
+
+            def _outer(ctx, g):
+                return _grads(ctx, g)
+
+            class Twice(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x * x
+
+                @staticmethod
+                def backward(ctx, g):
+                    (x,) = ctx.saved_tensors
+                    return _outer(ctx, g) + g * x
+            """,
+            line=19,
+            message="Twice.backward reads ctx.saved_tensors 2 times on one path (through `_outer`, which reads it on line 4)",
         ),
     ]

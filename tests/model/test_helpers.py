@@ -1,5 +1,6 @@
-"""In-place writes through functions of the same module (model/helpers.py): which parameters
-a helper writes, and which of a method's values its calls hand to those parameters."""
+"""What functions of the same module do with their arguments (model/helpers.py): which
+parameters a helper writes in place or reads ``saved_tensors`` of, through helpers it calls
+too, and which of a method's values its calls hand to those parameters."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import textwrap
 import libcst as cst
 
 from autograd_lint.model import semantic
-from autograd_lint.model.helpers import ModuleHelpers, helper_writes
+from autograd_lint.model.helpers import MAX_DEPTH, ModuleHelpers, helper_saved_reads, helper_writes
 from autograd_lint.model.imports import ImportMap
 
 
@@ -21,6 +22,24 @@ def written(source: str, name: str) -> dict[str, tuple[str, int]] | None:
     text = _text(source)
     helper = ModuleHelpers("m.py", text, ImportMap.from_text(text, None)).helper(name)
     return None if helper is None else {p: (w.how, w.line) for p, w in helper.writes.items()}
+
+
+def saved_reads(source: str, name: str) -> dict[str, tuple[int, int]] | None:
+    """How helper ``name`` of ``source`` reads ``saved_tensors``: parameter -> (most on one path, line)."""
+    text = _text(source)
+    helper = ModuleHelpers("m.py", text, ImportMap.from_text(text, None)).helper(name)
+    return None if helper is None else {p: (r.most, r.line) for p, r in helper.saved_reads.items()}
+
+
+def handed(source: str, method: str = "backward") -> list[tuple[str, int]]:
+    """The calls of ``method`` handing its ``ctx`` to helpers that read saved_tensors: (callee, most)."""
+    text = _text(source)
+    imports = ImportMap.from_text(text, None)
+    module = cst.parse_module(text)
+    function = next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == method)
+    model = semantic.build(function, imports)
+    found = helper_saved_reads(model, ModuleHelpers("m.py", text, imports), "ctx")
+    return [(cst.Module([]).code_for_node(call.func), used.most) for call, used in found]
 
 
 def through(source: str, method: str = "backward") -> list[tuple[str, str, str, int]]:
@@ -176,3 +195,102 @@ def test_a_name_the_method_binds_is_not_the_helper() -> None:
         _scale(g)
     """
     assert through(source) == []
+
+
+KEOPS = """
+import torch
+
+
+class Base:
+    @staticmethod
+    def _backward(ctx, G, _):
+        args = ctx.saved_tensors[:-1]
+        result = ctx.saved_tensors[-1].detach()
+        return [g for g in args]
+
+    def not_static(ctx):
+        return ctx.saved_tensors
+
+
+def backward(ctx, G):
+    return Base._backward(ctx, G, None)
+"""
+
+
+def test_a_static_method_of_a_module_class_reading_saved_tensors_twice() -> None:
+    assert saved_reads(KEOPS, "Base._backward") == {"ctx": (2, 7)}
+    assert handed(KEOPS) == [("Base._backward", 2)]
+    # Only ``@staticmethod``s are helpers (a plain method's first parameter is the instance).
+    assert saved_reads(KEOPS, "Base.not_static") is None
+
+
+def test_helpers_calling_helpers_are_followed_and_reads_add_up() -> None:
+    source = """
+    def _inner(c, g):
+        (x,) = c.saved_tensors
+        return g * x
+
+    def _outer(ctx, g):
+        if ctx.needs_input_grad[0]:
+            return _inner(ctx, g)
+        return None
+
+    def _both(ctx, g):
+        x = ctx.saved_variables
+        return _outer(ctx, g), [ctx.saved_tensors for _ in range(2)]
+
+    def _loop(ctx, gs):
+        return [_inner(ctx, g) for g in gs]
+
+    def backward(ctx, g):
+        ctx = ctx
+        return _outer(ctx, g)
+    """
+    assert saved_reads(source, "_inner") == {"c": (1, 2)}
+    assert saved_reads(source, "_outer") == {"ctx": (1, 2)}
+    # Its own read, the helper's, and a read in a comprehension's element (once per item).
+    assert saved_reads(source, "_both") == {"ctx": (4, 2)}
+    # A call in a comprehension's element counts once (the model marks per-item loads,
+    # not calls): fewer reads, the silent side.
+    assert saved_reads(source, "_loop") == {"ctx": (1, 2)}
+    # A rebound ctx is not the parameter any more: not followed.
+    assert handed(source) == []
+
+
+def test_cycles_and_depth_are_not_followed() -> None:
+    source = """
+    def _ping(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _pong(ctx, g)
+
+    def _pong(ctx, g):
+        return _ping(ctx, g)
+    """
+    # Read from _ping, the call back to _ping closes a cycle: that call is not followed.
+    assert saved_reads(source, "_ping") == {"ctx": (1, 2)}
+    assert saved_reads(source, "_pong") == {"ctx": (1, 2)}
+    chain = ["def _h0(ctx):\n    (x,) = ctx.saved_tensors\n"]
+    chain += [f"def _h{i}(ctx):\n    return _h{i - 1}(ctx)\n" for i in range(1, MAX_DEPTH + 1)]
+    text = "\n".join(chain)
+    assert saved_reads(text, f"_h{MAX_DEPTH - 1}") == {"ctx": (1, 2)}
+    assert saved_reads(text, f"_h{MAX_DEPTH}") == {}
+
+
+def test_a_helper_writing_through_another_helper_writes_its_parameter() -> None:
+    source = """
+    import torch.distributed as dist
+
+    def _all_reduce(tensor):
+        dist.all_reduce(tensor)
+        return tensor
+
+    def _reduce_grad(grad, copy):
+        copy = copy.clone()
+        _all_reduce(copy)
+        return _all_reduce(grad)
+
+    def backward(ctx, g, h):
+        return _reduce_grad(g, h), None
+    """
+    assert written(source, "_reduce_grad") == {"grad": ("torch.distributed.all_reduce()", 4)}
+    assert through(source) == [("g", "torch.distributed.all_reduce()", "_reduce_grad", 4)]
