@@ -59,12 +59,29 @@ class UntransposedMatrix(torch.autograd.Function):
         return grad @ m, None
 
 
+class FirstChannelGain(torch.autograd.Function):
+    """Multiplies by a gain broadcast over the data; backward takes the gain's first row only: right for
+    a gain of one channel, (1, L), the shape its callers pass, wrong for the data-shaped one the search guesses."""
+
+    @staticmethod
+    def forward(ctx, x, gain):
+        ctx.save_for_backward(gain)
+        return x * gain
+
+    @staticmethod
+    def backward(ctx, grad):
+        (gain,) = ctx.saved_tensors
+        return grad * gain.reshape(-1, gain.shape[-1])[0], None
+
+
 def test_a_failure_that_passes_with_symmetric_guessed_filters_is_skipped_not_failed() -> None:
     with pytest.raises(pytest.skip.Exception, match=r"(?s)gradcheck fails on the searched inputs but passes when the "
                        r"searched input\(s\) #1, .* are made mirror-symmetric .* no evidence of a bug; record real"):
         harness.check_gradcheck(UnreversedFilter, Case((any_tensor(), any_tensor(requires_grad=False))))
     with pytest.raises(pytest.skip.Exception, match=r"are made symmetric in their last two dimensions"):
         harness.check_gradcheck(UntransposedMatrix, Case((any_tensor(), any_tensor(requires_grad=False))))
+    with pytest.raises(pytest.skip.Exception, match=r"are made of one channel"):
+        harness.check_gradcheck(FirstChannelGain, Case((any_tensor(), any_tensor(requires_grad=False))))
 
 
 def test_a_backward_wrong_for_symmetric_filters_too_still_fails() -> None:

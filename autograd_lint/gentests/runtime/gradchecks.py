@@ -233,7 +233,8 @@ def _skip_if_guessed_values_decide(function: Any, case: Case, args: tuple[Any, .
         pytest.skip(f"{function.__qualname__}: {check} fails on the searched inputs but passes when the searched "
                     f"input(s) {named}, which backward never differentiates (filters, masks, constants), are made "
                     f"{structure}: backward relies on a property of their values that the search can't know (a "
-                    "symmetric filter is its own time reversal, a symmetric matrix its own transpose), so a failure "
+                    "symmetric filter is its own time reversal, a symmetric matrix its own transpose, a filter bank has "
+                    "one channel), so a failure "
                     f"on guessed values is no evidence of a bug; {RECORD_HINT}")
 
 
