@@ -26,6 +26,8 @@ from typing import Mapping
 
 import libcst as cst
 
+from autograd_lint.model import incremental, statements
+
 # A form feed in a line's leading whitespace, followed on that line by code.
 _FORM_FEED_BEFORE_CODE = re.compile(r"^[ \t\f]*\f[ \t\f]*[^\s#]", re.MULTILINE)
 # Each candidate costs a parse by CPython when they can't all be applied at once.
@@ -34,7 +36,18 @@ _MOST_TRIED_ONE_BY_ONE = 32
 
 @functools.lru_cache(maxsize=4)
 def parse_module(source: str) -> cst.Module:
-    """``source`` parsed by libcst, from a cache of the last few texts; raises ``libcst.ParserSyntaxError``."""
+    """``source`` parsed by libcst, from a cache of the last few texts; raises ``libcst.ParserSyntaxError``.
+
+    A large text that CPython parsed just before (the guard) is parsed by top-level
+    statement, unchanged statements taken from the last parses
+    (:mod:`autograd_lint.model.incremental`): the same module, for an edit's share of the cost.
+    """
+    if len(source) >= incremental.MIN_CHARS:
+        spans = statements.spans_of(source)
+        if spans is not None:
+            assembled = incremental.assemble(source, spans)
+            if assembled is not None:
+                return assembled
     return cst.parse_module(source)
 
 

@@ -15,7 +15,7 @@ from typing import Iterator, Mapping, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from autograd_lint.model import semantic, traverse
+from autograd_lint.model import incremental, semantic, traverse
 from autograd_lint.model.cst_parse import parse_for_analysis
 from autograd_lint.model.exprs import dotted_name, is_literal, is_none
 from autograd_lint.model.flow import return_statements as flow_returns
@@ -90,7 +90,9 @@ class ParsedUnit:
     @property
     def _table(self) -> Mapping[cst.CSTNode, CodeRange]:
         if self.__dict__.pop("_pending", False):
-            self._positions = positions(self.module)
+            # A module made of parts kept by text has their positions kept with them.
+            kept = incremental.table(self.module)
+            self._positions = kept if kept is not None else positions(self.module)
         return self._positions
 
     @property

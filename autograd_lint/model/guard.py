@@ -28,6 +28,7 @@ import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
+from autograd_lint.model import statements
 from autograd_lint.model.source import SourceError
 
 T = TypeVar("T")
@@ -240,7 +241,8 @@ def compile_like_cpython(text: str, path: str) -> None:
     """
     if len(text) > MAX_PARSED_CHARS:
         raise TooLarge(f"too large to analyse ({len(text):,} characters; the limit is {MAX_PARSED_CHARS:,})")
-    if "\r" in text:
+    rewritten = "\r" in text
+    if rewritten:
         # ``python`` and ``import`` read a file with universal newlines; given the text
         # as it is, 3.10 and 3.11 compile a backslash before a final "\r\n" that they
         # refuse in a file (3.12 and later refuse it either way).
@@ -265,8 +267,10 @@ def compile_like_cpython(text: str, path: str) -> None:
                 pass
     finally:
         sys.setrecursionlimit(previous)
+    if not rewritten:
+        statements.remember(text, tree)
     if len(text) > _UNCOUNTED_CHARS:
-        nodes = sum(1 for _ in ast.walk(tree))
+        nodes = statements.node_count(text, tree)
         if nodes > MAX_PARSED_NODES:
             raise TooLarge(
                 f"too large to analyse ({nodes:,} syntax nodes in one parse; the limit is {MAX_PARSED_NODES:,}, "
