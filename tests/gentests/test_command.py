@@ -351,3 +351,26 @@ def test_calls_are_counted_apart_by_their_process_group_and_not_by_tensor_values
     four = {"backend": "gloo", "world_size": 4}
     assert structure_key(args) == json.dumps([{"tensor": {"dtype": "float32", "shape": [2]}}], sort_keys=True)
     assert len({structure_key(args), structure_key(args, two), structure_key(args, four)}) == 3
+
+
+POISSON = """
+import torch
+
+
+class Poisson(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.bernoulli(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+
+def test_a_forward_that_draws_random_numbers_gets_the_gradient_contract_too(project: Path) -> None:
+    (project / "pkg" / "ops.py").write_text(POISSON)
+    assert gen() == 0
+    generated = GENERATED.read_text()
+    assert "check_gradcheck(subject.Poisson, case)" in generated
+    assert "check_surrogate_gradients(subject.Poisson, case)" in generated
