@@ -94,7 +94,7 @@ def marks_inputs_dirty(spec: FunctionSpec) -> bool:
 
 def checks_for(
     spec: FunctionSpec, inputs: FunctionInputs, surrogate: Surrogate | None = None, compile_parity: bool = False,
-    low_precision: bool = False,
+    low_precision: bool = False, random_forward: bool = False,
 ) -> tuple[Check, ...]:
     """The checks of ``spec``, in a fixed order; () when it has no backward.
 
@@ -106,6 +106,10 @@ def checks_for(
     A surrogate-gradient Function gets no check that compares backward with the
     derivative of forward (gradcheck, gradgradcheck, forward AD, undefined
     gradients): they must fail on it.  It gets the checks that still hold.
+
+    A Function whose forward draws random numbers (``random_forward``) keeps them
+    (they skip at run time when forward's outputs differ under two seeds) and gets
+    the gradient contract too, which holds whatever forward draws.
     """
     backward = spec.backward_method
     if backward is None:
@@ -127,6 +131,8 @@ def checks_for(
         checks.append(Check.ONCE_DIFFERENTIABLE if backward.is_once_differentiable else Check.GRADGRADCHECK)
         if spec.method("jvp") is not None:
             checks.append(Check.FORWARD_AD)
+        if random_forward:
+            checks.append(Check.SURROGATE_GRADIENTS)
     if spec.method("vmap") is not None or spec.attribute_is_true("generate_vmap_rule"):
         checks.append(Check.VMAP)
     if surrogate is None and disables_grad_materialisation(spec):

@@ -25,7 +25,12 @@ from autograd_lint.gentests.custom_ops import op_targets, output_name as op_outp
 from autograd_lint.gentests.inputs import FunctionInputs, Origin, choose_inputs
 from autograd_lint.gentests.literals import default_sources
 from autograd_lint.gentests.param_uses import parameter_ranks, parameter_sizes, parameter_uses
-from autograd_lint.gentests.not_derivative import not_the_derivative, sampled_gradient, surrogate_of_a_step
+from autograd_lint.gentests.not_derivative import (
+    not_the_derivative,
+    random_forward,
+    sampled_gradient,
+    surrogate_of_a_step,
+)
 from autograd_lint.gentests.render import FunctionPlan, header_comment, render_module
 from autograd_lint.gentests.domains import preferred_domains
 from autograd_lint.gentests.low_precision import LowPrecision, declared_low_precision
@@ -112,12 +117,13 @@ def plan_function(
     surrogate: Surrogate | None = None, compile_parity: bool = False, tolerance: Tolerance | None = None,
     low_precision: LowPrecision | None = None, domains: tuple[str, ...] = (), uses: Mapping[str, str] | None = None,
     ranks: Mapping[str, int] | None = None, sizes: Mapping[str, tuple[tuple[int, int], ...]] | None = None,
+    random_forward: bool = False,
 ) -> FunctionPlan:
     inputs: FunctionInputs = choose_inputs(
         spec, recorded.cases_for(spec), match_call_sites(spec, sites, specs), default_sources(spec), uses, ranks,
         sizes,
     )
-    checks = checks_for(spec, inputs, surrogate, compile_parity, low_precision is not None)
+    checks = checks_for(spec, inputs, surrogate, compile_parity, low_precision is not None, random_forward)
     return FunctionPlan(spec, inputs, checks, surrogate, tolerance, low_precision, domains)
 
 
@@ -254,7 +260,8 @@ def run(args: argparse.Namespace) -> int:
                 plans.append(plan_function(spec, specs, sites, recorded, surrogate, args.compile_parity, tolerance,
                                            low_precision, preferred_domains(spec, lines),
                                            parameter_uses(spec, lines), parameter_ranks(spec, lines),
-                                           parameter_sizes(spec, lines)))
+                                           parameter_sizes(spec, lines),
+                                           random_forward(spec, lines) is not None))
             return plans, render_module(target.module, plans, root_from_test)
 
         hints: list[str] = []

@@ -458,18 +458,37 @@ _RANDOM = frozenset({
 })
 
 
-def sampled_gradient(spec: FunctionSpec, lines: Sequence[str]) -> str | None:
-    """Why backward's gradient is a random sample (it draws random numbers), or None."""
-    backward_method = spec.backward_method
-    backward = method_ast(backward_method, lines) if backward_method is not None else None
-    if backward is None:
+def _first_random_call(method: MethodSpec | None, lines: Sequence[str]) -> tuple[str, int] | None:
+    """The first call of ``method`` that draws random numbers: its name and line, or None."""
+    tree = method_ast(method, lines) if method is not None else None
+    if tree is None:
         return None
-    for node in ast.walk(backward):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
             if name in _RANDOM:
-                line = backward_method.position.line + node.lineno - 1  # type: ignore[union-attr]
-                return (f"backward draws random numbers ({name}, line {line}): its gradient is a sample, not the "
-                        "derivative of forward (a sampled gradient)")
+                return name, method.position.line + node.lineno - 1  # type: ignore[union-attr]
     return None
+
+
+def sampled_gradient(spec: FunctionSpec, lines: Sequence[str]) -> str | None:
+    """Why backward's gradient is a random sample (it draws random numbers), or None."""
+    found = _first_random_call(spec.backward_method, lines)
+    if found is None:
+        return None
+    name, line = found
+    return (f"backward draws random numbers ({name}, line {line}): its gradient is a sample, not the "
+            "derivative of forward (a sampled gradient)")
+
+
+def random_forward(spec: FunctionSpec, lines: Sequence[str]) -> str | None:
+    """Why forward's output may be a random sample (forward draws random numbers), or None.
+
+    gradcheck can't judge such a Function (its test skips when forward's outputs
+    differ under two seeds), but the gradient contract still holds for it
+    (spikingjelly's ``poisson_pass``: a Bernoulli spike forward, the gradient passed
+    straight through).
+    """
+    found = _first_random_call(spec.method("forward"), lines)
+    return None if found is None else f"forward draws random numbers ({found[0]}, line {found[1]})"

@@ -291,7 +291,9 @@ class BackwardArity(Rule):
                     return g1 * 2 + g2 * 3
             """,
             line=11,
-            message="boxed_grads_call = True passes all gradients as one list",
+            # Both gradients required: no "(N required)" aside.
+            message="Boxed.backward takes 2 gradient parameters, but boxed_grads_call = True passes all gradients "
+            "as one list",
         ),
         # Positional-only parameters (`/`) in forward and backward.
         Invalid(

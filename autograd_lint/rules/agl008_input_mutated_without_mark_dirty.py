@@ -452,6 +452,25 @@ class InputMutatedWithoutMarkDirty(Rule):
             line=6,
             message="AddOne.forward writes its input `x` in place (add_()) but never calls ctx.mark_dirty(x)",
         ),
+        # A write that is no data write (a list emptied) comes first: the writes after it are still read.
+        Invalid(
+            """
+            import torch
+
+            class AddOne(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, seen: list):
+                    seen.clear()
+                    x.add_(1)
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad, None
+            """,
+            line=7,
+            message="AddOne.forward writes its input `x` in place (add_()) but never calls ctx.mark_dirty(x)",
+        ),
         Invalid(
             """
             import torch

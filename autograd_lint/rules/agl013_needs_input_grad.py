@@ -354,6 +354,29 @@ class NeedsInputGrad(Rule):
             line=16,
             message="returns grad_b as the gradient of input 1 (b)",
         ),
+        # A gradient computed inline comes first: the wrongly gated name after it is still read.
+        Invalid(
+            """
+            import torch
+
+            class Mul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b):
+                    ctx.save_for_backward(a, b)
+                    return a * b
+
+                @staticmethod
+                def backward(ctx, grad):
+                    a, b = ctx.saved_tensors
+                    grad_b = None
+                    if ctx.needs_input_grad[0]:
+                        grad_b = grad * a
+                    return grad * b, grad_b
+            """,
+            line=15,
+            message="Mul.backward returns grad_b as the gradient of input 1 (b), but computes it only when "
+            "ctx.needs_input_grad[0] is true",
+        ),
         # The name is also bound without a guard, but on a path that returns before this `return`.
         Invalid(
             """

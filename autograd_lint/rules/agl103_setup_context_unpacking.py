@@ -140,6 +140,31 @@ class SetupContextUnpacking(Rule):
             line=9,
             message="unpacks inputs into 1 name",
         ),
+        # An op registered without setup_context comes first: the ops after it are still checked.
+        Invalid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::double", mutates_args=())
+            def double(x: Tensor) -> Tensor:
+                return x * 2
+
+            double.register_autograd(lambda ctx, g: g * 2)
+
+            @torch.library.custom_op("demo::mul", mutates_args=())
+            def mul(x: Tensor, y: float) -> Tensor:
+                return x * y
+
+            def setup_context(ctx, inputs, output):
+                y, = inputs
+                ctx.y = y
+
+            mul.register_autograd(lambda ctx, g: (g * ctx.y, None), setup_context=setup_context)
+            """,
+            line=15,
+            message="unpacks inputs into 1 name",
+        ),
         Invalid(
             """
             import torch

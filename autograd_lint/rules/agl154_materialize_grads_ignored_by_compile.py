@@ -17,10 +17,15 @@ _ZEROS = frozenset({"zeros_like", "zeros", "new_zeros"})
 
 def _zeros_substitution(statement: cst.If, name: str) -> bool:
     """``if g is None: g = torch.zeros_like(...)``: the None branch does what compile does."""
-    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
-    if statement.orelse is not None or len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+    if statement.orelse is not None:
         return False
-    small = body[0].body
+    if isinstance(statement.body, cst.IndentedBlock):
+        body = statement.body.body
+        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+            return False
+        small = body[0].body
+    else:  # `if g is None: g = torch.zeros_like(out)` on one line
+        small = statement.body.body
     if len(small) != 1 or not isinstance(small[0], cst.Assign):
         return False
     assign = small[0]
@@ -129,6 +134,50 @@ class MaterializeGradsIgnoredByCompile(Rule):
                     if dout is None:
                         dout = torch.zeros_like(out)
                     return dout * 2
+            """
+        ),
+        # The same substitution written on one line.
+        Valid(
+            """
+            import torch
+
+            class Attn(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q):
+                    ctx.set_materialize_grads(False)
+                    out = q * 2
+                    ctx.save_for_backward(out)
+                    return out, q.sum(-1)
+
+                @staticmethod
+                def backward(ctx, dout, dlse):
+                    (out,) = ctx.saved_tensors
+                    if dout is None: dout = torch.zeros_like(out)
+                    return dout * 2
+            """
+        ),
+        # The same with another `if` whose test is no comparison (a flag): only None tests count.
+        Valid(
+            """
+            import torch
+
+            class Attn(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, scaled: bool):
+                    ctx.set_materialize_grads(False)
+                    ctx.scaled = scaled
+                    out = q * 2
+                    ctx.save_for_backward(out)
+                    return out, q.sum(-1)
+
+                @staticmethod
+                def backward(ctx, dout, dlse):
+                    (out,) = ctx.saved_tensors
+                    if dout is None:
+                        dout = torch.zeros_like(out)
+                    if ctx.scaled:
+                        dout = dout * 0.5
+                    return dout * 2, None
             """
         ),
         Valid(

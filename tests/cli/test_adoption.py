@@ -77,6 +77,8 @@ def test_statistics_as_ruff_prints_them(project: Path) -> None:
         "2\tAGL016\t[*] backward returns a list or another non-tuple container",
         "1\tAGL001\t[ ] backward returns the wrong number of gradients",
     ]
+    # Only json changes the statistics' layout (as ruff's); every other format prints the table.
+    assert check("--statistics", "--output-format", "concise", "ops.py", cwd=project).stdout == result.stdout
     document = json.loads(check("--statistics", "--output-format", "json", "ops.py", cwd=project).stdout)
     assert document[0] == {
         "code": "AGL016",
@@ -216,8 +218,10 @@ def test_show_settings(project: Path) -> None:
     assert 'extend-select = ["AGL030"]' in lines
     assert any(re.match(r"Rules that run \(\d+\): AGL001, ", line) for line in lines)
     assert lines[-2:] == ["Files to check (1):", "  ops.py"]
-    document = json.loads(check("--show-settings", "--output-format", "json", cwd=project).stdout)
+    shown = check("--show-settings", "--output-format", "json", cwd=project).stdout
+    document = json.loads(shown)
     assert document["files"] == ["./ops.py"] and "AGL030" in document["rules"]
+    assert shown == json.dumps(document, indent=2) + "\n"  # the same layout as the other JSON outputs
 
 
 @pytest.mark.parametrize(

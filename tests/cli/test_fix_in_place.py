@@ -165,3 +165,17 @@ def test_both_ways_to_the_statement_give_the_whole_module_fix(whole: bool, monke
     local = fix_in_place(rule, checked.analysis, source, diagnostic, SETTINGS)
     monkeypatch.setattr(fix, "fix_in_place", lambda *arguments: UNDECIDED)
     assert local is not UNDECIDED and local == fix.fix_diagnostic(source, SETTINGS, diagnostic, checked.analysis)
+
+
+def test_a_quick_fix_without_the_kept_analysis_makes_it_again() -> None:
+    for (text,) in (example.values for example in EXAMPLES):
+        source = SourceFile("example.py", text, "example")
+        checked = check_source(source, SETTINGS)
+        for diagnostic in checked.diagnostics:
+            if getattr(rule_by_code(diagnostic.code), "fixer", None) is None:
+                continue
+            kept = fix.fix_diagnostic(source, SETTINGS, diagnostic, checked.analysis)
+            if kept is not None:  # the first example with a fix is enough
+                assert fix.fix_diagnostic(source, SETTINGS, diagnostic) == kept
+                return
+    pytest.fail("no rule example has a quick fix")

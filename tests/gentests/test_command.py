@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -241,3 +242,135 @@ def test_a_module_whose_dependency_raises_on_import_is_skipped_its_own_error_rai
         import_subject("subj_xyz.uses", str(tmp_path / "test_x.py"), ".")
     with pytest.raises(RuntimeError, match="the subject is broken"):
         import_subject("subj_xyz.own", str(tmp_path / "test_x.py"), ".")
+
+
+TWO_AND_AN_ALTERNATIVE = '''
+import torch
+from torch.autograd import Function
+
+
+class Cube(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 3 * x ** 2 * grad
+
+
+if hasattr(torch, "square"):
+    class Square(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.square(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+else:
+    class Square(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+'''
+
+
+def test_every_function_of_a_module_is_written_and_a_name_defined_twice_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path)
+    (tmp_path / "pkg" / "ops.py").write_text(TWO_AND_AN_ALTERNATIVE)
+    assert gen() == 0
+    assert f"wrote {GENERATED} (2 Function(s))" in capsys.readouterr().out
+    text = GENERATED.read_text()
+    assert text.count("class TestCube:") == 1 and text.count("class TestSquare:") == 1
+
+
+def test_custom_op_modules_import_their_registering_modules_and_test_compile_parity_on_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    # The written text only (tests/gentests/test_custom_ops_end_to_end.py runs it, marked slow).
+    shutil.copytree(Path(__file__).parent / "fixtures" / "custom_ops" / "correct", tmp_path, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    written = Path("generated") / "test_opcheck_opspkg_ops.py"
+    assert main(["gen-tests", ".", "--out", "generated"]) == 0
+    plain = written.read_text()
+    # opspkg/fakes.py registers the ops' fake kernels: the test module must import it too.
+    assert 'import_subject("opspkg.fakes", __file__, "..")' in plain
+    assert "test_compile_parity" not in plain and plain.count("def test_opcheck(") == 9
+    assert main(["gen-tests", ".", "--out", "generated", "--compile-parity", "--force"]) == 0
+    assert written.read_text().count("def test_compile_parity(") == 7
+    capsys.readouterr()
+
+
+def test_recorded_cases_are_found_by_full_name_else_by_qualname_in_the_same_file() -> None:
+    # A test run may import pkg/ops.py as `ops` (rootdir-relative): a qualname recorded from
+    # the same file matches, one from another file never does.
+    from types import SimpleNamespace
+
+    from autograd_lint.gentests.inputs import ValueInput
+    from autograd_lint.gentests.recording import Recording
+
+    def entry(qualname: str, path: str, value: int) -> dict[str, object]:
+        return {"qualname": qualname, "path": path, "cases": [{"args": [{"value": value}]}]}
+
+    recording = Recording({
+        "ops.Square": entry("Square", "pkg/ops.py", 1),
+        "pkg.ops.Square": entry("Square", "pkg/ops.py", 2),
+        "other.Cube": entry("Cube", "other/ops.py", 3),
+        "ops.Cube": entry("Cube", "pkg/ops.py", 4),
+    })
+
+    def recorded(full_name: str, qualname: str) -> list[tuple[object, ...]]:
+        spec = SimpleNamespace(full_name=full_name, qualname=qualname, path="/project/pkg/ops.py")
+        return [case.args for case in recording.cases_for(spec)]  # type: ignore[arg-type]
+
+    assert recorded("pkg.ops.Square", "Square") == [(ValueInput("2"),)]
+    assert recorded("pkg.ops.Cube", "Cube") == [(ValueInput("4"),)]
+    assert recorded("pkg.ops.Other", "Other") == []
+
+
+def test_calls_are_counted_apart_by_their_process_group_and_not_by_tensor_values() -> None:
+    from autograd_lint.gentests.recording import structure_key
+
+    args = [{"tensor": {"shape": [2], "dtype": "float32", "values": [1.0, 2.0], "stats": {"mean": 1.5}}}]
+    two = {"backend": "gloo", "world_size": 2}
+    four = {"backend": "gloo", "world_size": 4}
+    assert structure_key(args) == json.dumps([{"tensor": {"dtype": "float32", "shape": [2]}}], sort_keys=True)
+    assert len({structure_key(args), structure_key(args, two), structure_key(args, four)}) == 3
+
+
+POISSON = """
+import torch
+
+
+class Poisson(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.bernoulli(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+
+def test_a_forward_that_draws_random_numbers_gets_the_gradient_contract_too(project: Path) -> None:
+    (project / "pkg" / "ops.py").write_text(POISSON)
+    assert gen() == 0
+    generated = GENERATED.read_text()
+    assert "check_gradcheck(subject.Poisson, case)" in generated
+    assert "check_surrogate_gradients(subject.Poisson, case)" in generated

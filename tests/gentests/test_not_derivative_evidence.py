@@ -400,3 +400,27 @@ def test_a_wrong_cast_says_whether_float32_resolves_the_mismatch() -> None:
     # The float32 verdict raised "got multiple values for keyword argument 'eps'" (spikingjelly's DSR neurons).
     with pytest.raises(pytest.fail.Exception, match=r"in float32 \(eps=0.001, atol=0.001, rtol=0.01\): fails too"):
         harness.check_gradcheck(WrongDowncast, Case((tensor((4, 3)),)))
+
+
+class BernoulliSpikes(torch.autograd.Function):
+    """spikingjelly's poisson_pass, with a saved sample: Bernoulli spikes forward, the gradient passed where
+    a spike was drawn. Its forward is random (gradcheck can't judge it); its gradient contract holds."""
+
+    @staticmethod
+    def forward(ctx, x):
+        spikes = torch.bernoulli(x.clamp(0, 1))
+        ctx.save_for_backward(spikes)
+        return spikes
+
+    @staticmethod
+    def backward(ctx, grad):
+        (spikes,) = ctx.saved_tensors
+        return grad * (0.5 + spikes)
+
+
+def test_a_random_forward_still_gets_the_gradient_contract() -> None:
+    case = Case((tensor((3, 4)),))
+    with pytest.raises(pytest.skip.Exception, match="forward gives different outputs"):
+        harness.check_gradcheck(BernoulliSpikes, case)
+    # Forward draws the same sample on both backward calls of the contract: backward is judged alone.
+    harness.check_surrogate_gradients(BernoulliSpikes, case)

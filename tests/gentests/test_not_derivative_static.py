@@ -46,6 +46,17 @@ SPIKES = {
                 (x,) = ctx.saved_tensors
                 return grad_output / (1 + x.abs()) ** 2
     """,
+    "scaled_step": """
+        class Step(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, scale: float):
+                ctx.scale = scale
+                return (x > 0).float() * scale
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * ctx.scale, None
+    """,
     "straight_through_clone": """
         class STE(torch.autograd.Function):
             @staticmethod
@@ -78,6 +89,18 @@ def test_a_step_forward_with_a_gradient_is_a_surrogate(name: str) -> None:
 
 
 NOT_STEPS = {
+    "relu_as_a_call": """
+        class Relu(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return torch.mul(x, (x > 0).float())
+
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return grad * (x > 0).float()
+    """,
     "relu_by_mask": """
         class ReLU(torch.autograd.Function):
             @staticmethod
@@ -181,3 +204,21 @@ def test_a_view_as_another_input_is_not_an_identity() -> None:
                 return None, grad
     """)
     assert not_the_derivative(spec, lines) is None
+
+
+def test_a_gradient_reversal_is_found_with_the_factor_on_either_side() -> None:
+    source = """
+        class Reverse(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, alpha: float):
+                ctx.alpha = alpha
+                return x.view_as(x)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return {}, None
+    """
+    for gradient in ("-grad * ctx.alpha", "-ctx.alpha * grad"):
+        spec, lines = _spec(source.format(gradient))
+        reason = not_the_derivative(spec, lines)
+        assert reason is not None and "a gradient reversal or scaling" in reason, gradient

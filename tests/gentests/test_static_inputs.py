@@ -41,6 +41,7 @@ TORCH = frozenset({"torch", "th"})
         ("torch.randint(0, 5, (6,))", TensorInput((6,), "int64", "cpu", False)),
         ("torch.eye(3)", TensorInput((3, 3), "float32", "cpu", False)),
         ("torch.arange(5)", TensorInput((5,), "int64", "cpu", False)),
+        ("torch.arange(0)", TensorInput((0,), "int64", "cpu", False)),  # empty, not a negative size
         ("2", ValueInput("2")),
         ("-0.5", ValueInput("-0.5")),
         ("'mean'", ValueInput("'mean'")),

@@ -571,3 +571,36 @@ def test_param_items_reads_literal_items_and_slices_of_star_args() -> None:
         "h": None,  # another name for the tuple: not followed
         "i": None,
     }
+
+
+def test_attribute_of_follows_a_local_bound_once_only() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad, flag):
+            buf = ctx.buf
+            other = ctx.a
+            if flag:
+                other = ctx.b
+            return buf, other
+        """
+    )
+    (returned,) = [n for n in traverse.walk(model.node) if isinstance(n, cst.Return)]
+    assert isinstance(returned.value, cst.Tuple)
+    buf, other = (element.value for element in returned.value.elements)
+    assert model.attribute_of(buf) == ("ctx", "buf")
+    assert model.attribute_of(other) is None  # two bindings reach it
+
+
+def test_a_star_pattern_binds_its_name_and_a_bare_star_binds_nothing() -> None:
+    model = model_of(
+        """
+        def backward(ctx, grad):
+            match ctx.shape:
+                case [first, *rest]:
+                    return rest
+                case [*_]:
+                    return grad
+        """
+    )
+    assert [b.how for b in model.bindings_of("rest")] == [How.MATCH]
+    assert model.bindings_of("_") == []

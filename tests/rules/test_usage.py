@@ -223,3 +223,11 @@ def test_container_gate_is_a_scan_of_top_level_arguments() -> None:
     assert not _container_argument("x, y.clone(), f(z))", 0)
     assert not _container_argument("x, y)" + " " * _ARGUMENTS_SCAN_LIMIT, 0)
     assert _container_argument("x, " * _ARGUMENTS_SCAN_LIMIT + "y)", 0)  # cut: not seen to end
+
+
+def test_apply_calls_skip_starred_and_keyword_calls_and_go_on() -> None:
+    # Only a call's count of positional arguments is known; a later plain call is still read.
+    from autograd_lint.model.usage import ApplyCall, apply_calls
+
+    text = "F.apply(*xs)\nG.apply(a, k=1)\nH.apply(a, b)\nF.apply(a)\n"
+    assert apply_calls(text) == {"H": (ApplyCall(3, 2),), "F": (ApplyCall(4, 1),)}

@@ -122,7 +122,11 @@ def _backward_directly(function: Any, case: Case, seed: int) -> tuple[tuple[Any,
     """
     args = make_args(function, case, seed=seed, compares=False)
     stop_if_over_budget()
-    result = outputs_of(function.apply(*args))
+    with torch.random.fork_rng(devices=[]):
+        # A forward that draws (a Bernoulli spike, a dropout mask) draws the same on every call:
+        # backward's determinism is then a question about backward alone.
+        torch.manual_seed(seed)
+        result = outputs_of(function.apply(*args))
     node = next((out.grad_fn for out in result if isinstance(out, torch.Tensor) and out.grad_fn is not None), None)
     if node is None:
         pytest.skip(f"{function.__qualname__}: no output has a grad_fn on this case's arguments, so there is no "
