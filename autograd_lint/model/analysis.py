@@ -55,7 +55,7 @@ from autograd_lint.model.locate import (
     scope_prefix,
 )
 from autograd_lint.settings import Settings
-from autograd_lint.model.source import SourceError, SourceFile, split_lines
+from autograd_lint.model.source import SourceError, SourceFile, python_tree, split_lines
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -158,6 +158,15 @@ class FileAnalysis:
         if self.whole_module is None or not self.functions:
             return None
         return usage.ApplyIndex(self)
+
+    @cached_property
+    def bindings_anywhere(self) -> Mapping[str, int] | None:
+        """How many times each name is bound anywhere in the module (:func:`.scopes.bindings_anywhere`);
+        None when the text does not parse or a star import may bind any name."""
+        from autograd_lint.model.scopes import bindings_anywhere
+
+        tree = python_tree(self.source.text)
+        return bindings_anywhere(tree) if tree is not None else None
 
     @cached_property
     def helpers(self) -> ModuleHelpers:

@@ -1,5 +1,5 @@
 """Which :mod:`ast` nodes of a module or function bind names in that scope, and how many
-times a module binds each name.
+times a module binds each name (at module level, or anywhere).
 
 One walk for every reader that asks "what does this scope bind" from the text
 (:mod:`.helpers` for the module's own functions, :mod:`.trainable` for a caller's
@@ -54,6 +54,34 @@ def module_bindings(tree: ast.Module) -> Mapping[str, int] | None:
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             for each in node.names:
                 counts[each] = counts.get(each, 0) + 2
+    return counts
+
+
+def bindings_anywhere(tree: ast.Module) -> Mapping[str, int] | None:
+    """How many times each name is bound anywhere in the module, in any scope (``def``,
+    ``class``, imports, assignment and loop targets, parameters, and a ``global`` or
+    ``nonlocal`` of the name); None after ``from ... import *``, which may bind any name.
+    A name counted once means one object wherever the module spells it."""
+    counts: dict[str, int] = {}
+
+    def add(name: str) -> None:
+        counts[name] = counts.get(name, 0) + 1
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            add(node.name)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            add(node.id)
+        elif isinstance(node, ast.arg):
+            add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                add(alias.asname or alias.name.partition(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for each in node.names:
+                add(each)
     return counts
 
 

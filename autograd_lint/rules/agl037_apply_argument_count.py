@@ -3,10 +3,8 @@ requires, or more than it takes."""
 
 from __future__ import annotations
 
-import ast
 from typing import Iterator
 
-from autograd_lint.model.source import python_tree
 from autograd_lint.model.spec import Position
 from autograd_lint.model.usage import apply_calls
 from autograd_lint.rules._common import plural
@@ -30,27 +28,6 @@ _TRANSPARENT = frozenset(
         "torch.amp.autocast_mode.custom_fwd",
     }
 )
-
-
-def _bound_once(text: str, name: str) -> bool:
-    """Whether ``name`` is bound exactly once anywhere in the module (its ``class``
-    statement), so that every ``name.apply`` of the module means that class."""
-    tree = python_tree(text)
-    if tree is None:
-        return False
-    count = 0
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-            count += 1
-        elif isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-            count += 1
-        elif isinstance(node, ast.arg) and node.arg == name:
-            count += 1
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            count += sum(1 for a in node.names if (a.asname or a.name.partition(".")[0]) == name or a.name == "*")
-        elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
-            count += 1
-    return count == 1
 
 
 class ApplyArgumentCount(Rule):
@@ -88,7 +65,9 @@ class ApplyArgumentCount(Rule):
             return
         if sum(1 for f in ctx.analysis.functions if f.name == function.name) != 1:
             return
-        if not _bound_once(ctx.analysis.source.text, function.name):
+        # Bound once anywhere in the module (its class statement): every `name.apply` means this class.
+        bindings = ctx.analysis.bindings_anywhere
+        if bindings is None or bindings.get(function.name, 0) != 1:
             return
         required = [p.name for p in inputs if p.default is None]
         for call in apply_calls(ctx.analysis.source.text).get(function.name, ()):
