@@ -19,7 +19,7 @@ import pytest
 
 from autograd_lint.lint.commands import check as check_command
 from autograd_lint.model import discovery
-from autograd_lint.model.result_cache import DIRECTORY
+from autograd_lint.model.result_cache import DIRECTORY, ResultCache
 from autograd_lint.settings import Settings
 from cli_process import run_cli
 
@@ -362,3 +362,20 @@ def test_an_excluded_package_init_still_names_the_modules(tree: Path) -> None:
     same_as_fresh(tree, "--exclude", "__init__.py", ".")
     (package / "__init__.py").unlink()
     assert same_as_fresh(tree, "--exclude", "__init__.py", ".") == before
+
+
+def test_a_digest_is_remembered_only_for_a_file_unchanged_well_before_it_was_hashed(tmp_path: Path) -> None:
+    # A file written in the instant it is read may change again without changing its
+    # signature: its digest is not kept (read again next run); an older file's is.
+    racy, settled = tmp_path / "racy.py", tmp_path / "settled.py"
+    racy.write_text("x = 1\n")
+    settled.write_text("y = 2\n")
+    infos = {path: os.stat(path) for path in (racy, settled)}
+    written = {path: max(info.st_mtime_ns, info.st_ctime_ns) for path, info in infos.items()}
+    cache = ResultCache(str(tmp_path / DIRECTORY), "context")
+    cache.hashed(str(racy), infos[racy], b"racy", written[racy])
+    cache.hashed(str(settled), infos[settled], b"settled", written[settled] + 3_000_000_000)
+    assert cache.save() is None
+    again = ResultCache(str(tmp_path / DIRECTORY), "context")
+    assert again.known_content(str(racy), infos[racy]) is None
+    assert again.known_content(str(settled), infos[settled]) == b"settled"

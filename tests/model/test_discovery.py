@@ -97,6 +97,31 @@ def test_local_subclasses_nested_classes_and_classes_in_functions() -> None:
     assert grandchild.n_inputs == 2 and grandchild.is_split_style is False
 
 
+def test_functions_under_if_else_and_with_are_found_in_a_module_parsed_whole() -> None:
+    # `Fast()(x)` makes the module parsed whole (a rule reads calls on a Function class):
+    # the classes are then found by walking the compound statements' bodies.
+    text = textwrap.dedent(
+        """\
+        import torch
+
+        if torch.cuda.is_available():
+            class Fast(torch.autograd.Function):
+                pass
+        else:
+            class Slow(torch.autograd.Function):
+                pass
+        with torch.no_grad():
+            class Held(torch.autograd.Function):
+                pass
+
+        y = Fast()(1)
+        """
+    )
+    analysis = analyze(SourceFile("mod.py", text, "mod"), {}, Settings())
+    assert analysis.whole_module is not None
+    assert sorted(f.qualname for f in analysis.functions) == ["Fast", "Held", "Slow"]
+
+
 def test_a_base_rebound_to_a_plain_class_makes_no_function() -> None:
     # `class Sub(Base)` takes the last `Base` bound before it: the plain class.  Parsing the
     # Function classes as blocks alone would see only the first `Base` and make Sub a

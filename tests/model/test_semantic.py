@@ -125,6 +125,22 @@ def test_which_binding_reaches_which_use() -> None:
     assert {b.how for b in reaching} == {How.PARAMETER, How.ASSIGNMENT}
 
 
+def test_a_walrus_target_is_its_binding_and_no_use_of_it() -> None:
+    model, _ = model_of(
+        """
+        def f(x):
+            if (n := x.sum()) > 0:
+                pass
+            if (m := x.sum()) > 0:
+                return m
+        """
+    )
+    (n,) = model.bindings_of("n")
+    (m,) = model.bindings_of("m")
+    assert model.uses(n) == []
+    assert [use.value for use in model.uses(m)] == ["m"] and model.reaching(model.returns[0].value) == {m}
+
+
 def test_a_loop_rebinding_reaches_the_top_of_the_loop() -> None:
     model, _ = model_of(
         """
@@ -197,16 +213,18 @@ def test_usage_evidence_makes_an_unannotated_parameter_a_tensor() -> None:
     model, _ = model_of(
         """
         import torch
-        def forward(ctx, a, b, c, group, e, f: SomeClass):
+        def forward(ctx, a, b, c, group, e, f: SomeClass, n):
             a.contiguous()
             torch.exp(b)
             c.shape
             group.size()
             ctx.save_for_backward(e)
             f.view(-1)
+            torch.zeros(n)
+            torch.exp(input=b)
         """
     )
-    kinds = {name: model.param_kind(name) for name in ("a", "b", "c", "group", "e", "f")}
+    kinds = {name: model.param_kind(name) for name in ("a", "b", "c", "group", "e", "f", "n")}
     assert kinds == {
         "a": Kind.TENSOR,
         "b": Kind.TENSOR,
@@ -214,6 +232,7 @@ def test_usage_evidence_makes_an_unannotated_parameter_a_tensor() -> None:
         "group": Kind.UNKNOWN,  # `.size()` is no evidence: process groups have one
         "e": Kind.TENSOR,
         "f": Kind.UNKNOWN,  # an annotation naming another class rules evidence out
+        "n": Kind.UNKNOWN,  # a factory's first argument is a size, not a tensor
     }
 
 
