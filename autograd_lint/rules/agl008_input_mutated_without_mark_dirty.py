@@ -452,6 +452,26 @@ class InputMutatedWithoutMarkDirty(Rule):
             line=6,
             message="AddOne.forward writes its input `x` in place (add_()) but never calls ctx.mark_dirty(x)",
         ),
+        # An input annotated Optional: not known to be a tensor, and written as one all the same.
+        Invalid(
+            """
+            from typing import Optional
+
+            import torch
+
+            class AddOne(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x: Optional[torch.Tensor]):
+                    x.add_(1)
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad
+            """,
+            line=8,
+            message="AddOne.forward writes its input `x` in place (add_()) but never calls ctx.mark_dirty(x)",
+        ),
         # A write that is no data write (a list emptied) comes first: the writes after it are still read.
         Invalid(
             """

@@ -742,4 +742,49 @@ class OnceDifferentiable(Rule):
                     return dq, dg
             """,
         ),
+        # The same, read through one plain local first.
+        Invalid(
+            """
+            import torch
+            from .solver import solve_kkt
+
+            class QP(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, g):
+                    z, lams = solve_kkt(q, g)
+                    ctx.lams = torch.relu(lams)
+                    ctx.save_for_backward(z, q, g)
+                    return z
+
+                @staticmethod
+                def backward(ctx, dz):
+                    z, q, g = ctx.saved_tensors
+                    lams = ctx.lams
+                    dq, dg = solve_kkt(q * torch.clamp(lams, min=1e-8), dz)
+                    return dq, dg
+            """,
+            line=13,
+            message="it reads ctx.lams, a tensor computed from the inputs in forward",
+            fixed="""
+            import torch
+            from .solver import solve_kkt
+            from torch.autograd.function import once_differentiable
+
+            class QP(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, g):
+                    z, lams = solve_kkt(q, g)
+                    ctx.lams = torch.relu(lams)
+                    ctx.save_for_backward(z, q, g)
+                    return z
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, dz):
+                    z, q, g = ctx.saved_tensors
+                    lams = ctx.lams
+                    dq, dg = solve_kkt(q * torch.clamp(lams, min=1e-8), dz)
+                    return dq, dg
+            """,
+        ),
     ]
