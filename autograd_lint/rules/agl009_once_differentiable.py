@@ -390,7 +390,8 @@ class OnceDifferentiable(Rule):
                     return grad_hidden * g, grad_weight * g
             """,
         ),
-        # Through a torch helper of the same file: its math reads the history-less `y`.
+        # Through a torch helper of the same file: its math reads the history-less `y`
+        # (read by its index in saved_tensors).
         Invalid(
             """
             import torch
@@ -407,7 +408,7 @@ class OnceDifferentiable(Rule):
 
                 @staticmethod
                 def backward(ctx, grad):
-                    (y,) = ctx.saved_tensors
+                    y = ctx.saved_tensors[0]
                     return _grad_input(grad * 2, y)
             """,
             line=14,
@@ -429,7 +430,7 @@ class OnceDifferentiable(Rule):
                 @staticmethod
                 @once_differentiable
                 def backward(ctx, grad):
-                    (y,) = ctx.saved_tensors
+                    y = ctx.saved_tensors[0]
                     return _grad_input(grad * 2, y)
             """,
         ),
