@@ -435,24 +435,8 @@ class InputMutatedWithoutMarkDirty(Rule):
             line=6,
             message="writes its input `x` in place (AddAssign) but never calls ctx.mark_dirty(x)",
         ),
-        Invalid(
-            """
-            import torch
-
-            class AddOne(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x):
-                    x.add_(1)
-                    return x
-
-                @staticmethod
-                def backward(ctx, grad):
-                    return grad
-            """,
-            line=6,
-            message="AddOne.forward writes its input `x` in place (add_()) but never calls ctx.mark_dirty(x)",
-        ),
-        # An input annotated Optional: not known to be a tensor, and written as one all the same.
+        # An input annotated Optional: not known to be a tensor, and written as one all the same
+        # (the unannotated `x.add_(1)` is in the next example).
         Invalid(
             """
             from typing import Optional

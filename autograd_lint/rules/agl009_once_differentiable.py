@@ -697,8 +697,8 @@ class OnceDifferentiable(Rule):
                     return g, None
             """,
         ),
-        # Solver outputs kept on ctx, computed with in backward's own torch code, then
-        # passed to a helper: the backward computes with values without history.
+        # Solver outputs kept on ctx, computed with in backward's own torch code (through one
+        # plain local), then passed to a helper: the backward computes with values without history.
         Invalid(
             """
             import torch
@@ -715,7 +715,8 @@ class OnceDifferentiable(Rule):
                 @staticmethod
                 def backward(ctx, dz):
                     z, q, g = ctx.saved_tensors
-                    d = torch.clamp(ctx.lams, min=1e-8)
+                    lams = ctx.lams
+                    d = torch.clamp(lams, min=1e-8)
                     dq, dg = solve_kkt(q * d, dz)
                     return dq, dg
             """,
@@ -738,53 +739,9 @@ class OnceDifferentiable(Rule):
                 @once_differentiable
                 def backward(ctx, dz):
                     z, q, g = ctx.saved_tensors
-                    d = torch.clamp(ctx.lams, min=1e-8)
+                    lams = ctx.lams
+                    d = torch.clamp(lams, min=1e-8)
                     dq, dg = solve_kkt(q * d, dz)
-                    return dq, dg
-            """,
-        ),
-        # The same, read through one plain local first.
-        Invalid(
-            """
-            import torch
-            from .solver import solve_kkt
-
-            class QP(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, q, g):
-                    z, lams = solve_kkt(q, g)
-                    ctx.lams = torch.relu(lams)
-                    ctx.save_for_backward(z, q, g)
-                    return z
-
-                @staticmethod
-                def backward(ctx, dz):
-                    z, q, g = ctx.saved_tensors
-                    lams = ctx.lams
-                    dq, dg = solve_kkt(q * torch.clamp(lams, min=1e-8), dz)
-                    return dq, dg
-            """,
-            line=13,
-            message="it reads ctx.lams, a tensor computed from the inputs in forward",
-            fixed="""
-            import torch
-            from .solver import solve_kkt
-            from torch.autograd.function import once_differentiable
-
-            class QP(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, q, g):
-                    z, lams = solve_kkt(q, g)
-                    ctx.lams = torch.relu(lams)
-                    ctx.save_for_backward(z, q, g)
-                    return z
-
-                @staticmethod
-                @once_differentiable
-                def backward(ctx, dz):
-                    z, q, g = ctx.saved_tensors
-                    lams = ctx.lams
-                    dq, dg = solve_kkt(q * torch.clamp(lams, min=1e-8), dz)
                     return dq, dg
             """,
         ),
