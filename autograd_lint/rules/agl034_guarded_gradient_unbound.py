@@ -344,28 +344,6 @@ class GuardedGradientUnbound(Rule):
             line=16,
             message="returns `grad_s`, bound only when ctx.needs_input_grad[1] is true",
         ),
-        # The flag bound from one index.
-        Invalid(
-            """
-            import torch
-
-            class Scale(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x, s):
-                    ctx.save_for_backward(x, s)
-                    return x * s
-
-                @staticmethod
-                def backward(ctx, grad):
-                    x, s = ctx.saved_tensors
-                    need_s = ctx.needs_input_grad[1]
-                    if need_s:
-                        grad_s = (grad * x).sum()
-                    return grad * s, grad_s
-            """,
-            line=15,
-            message="returns `grad_s`, bound only when ctx.needs_input_grad[1] is true",
-        ),
         # A classmethod backward: ctx is the second parameter.
         Invalid(
             """
@@ -378,13 +356,14 @@ class GuardedGradientUnbound(Rule):
 
                 @classmethod
                 def backward(cls, ctx, grad):
-                    if ctx.needs_input_grad[0]:
+                    need_a = ctx.needs_input_grad[0]  # a flag bound from one index
+                    if need_a:
                         grad_a = grad
                     if ctx.needs_input_grad[1]:
                         grad_b = grad
                     return grad_a, grad_b
             """,
-            line=14,
+            line=15,
             message="Add.backward returns `grad_a`",
         ),
     ]
