@@ -5,10 +5,12 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from autograd_lint.model.analysis import analyze
 from autograd_lint.model.discovery import discover_functions
 from autograd_lint.settings import Settings
-from autograd_lint.model.source import SourceFile
+from autograd_lint.model.source import SourceError, SourceFile
 from autograd_lint.model.spec import Kind, ParamKind
 
 
@@ -120,6 +122,16 @@ def test_functions_under_if_else_and_with_are_found_in_a_module_parsed_whole() -
     analysis = analyze(SourceFile("mod.py", text, "mod"), {}, Settings())
     assert analysis.whole_module is not None
     assert sorted(f.qualname for f in analysis.functions) == ["Fast", "Held", "Slow"]
+
+
+def test_a_syntax_error_outside_any_function_is_reported_only_where_the_whole_file_is_asked_for() -> None:
+    # A file named on the command line (or stdin, an editor's buffer) is compiled whole; a
+    # file met in a walk only as far as a later stage needs it.
+    source = SourceFile("mod.py", "x = 1\ny = (\n", "mod")
+    assert analyze(source, {}, Settings()).functions == []
+    with pytest.raises(SourceError) as raised:
+        analyze(source, {}, Settings(), compile_whole=True)
+    assert raised.value.problem.startswith("syntax error: ") and raised.value.line == 2
 
 
 def test_a_base_rebound_to_a_plain_class_makes_no_function() -> None:

@@ -62,10 +62,11 @@ def ctx_attribute_kind(model: MethodModel, attribute: str) -> Kind:
         ("DTensorSpec", Kind.UNKNOWN),  # contains "Tensor", is not torch.Tensor
         ("MyTensorList", Kind.UNKNOWN),
         ("ProcessGroup", Kind.NON_TENSOR),
+        ("typing.Mapping", Kind.NON_TENSOR),  # "Mapping" is listed, "typing.Mapping" is not
     ],
 )
 def test_annotations_are_read_as_types(annotation: str, kind: Kind) -> None:
-    imports = ImportMap.from_text("import torch\nfrom typing import Optional, Union, List\n", None)
+    imports = ImportMap.from_text("import torch\nimport typing\nfrom typing import Optional, Union, List\n", None)
     assert annotation_kind(annotation, imports) is kind
 
 
@@ -123,6 +124,19 @@ def test_which_binding_reaches_which_use() -> None:
     assert ret.value is not None and isinstance(ret.value, cst.Name)
     reaching = model.reaching(ret.value)
     assert {b.how for b in reaching} == {How.PARAMETER, How.ASSIGNMENT}
+
+
+def test_a_tensor_s_metadata_attributes_are_no_tensors_and_its_views_are() -> None:
+    model, _ = model_of(
+        """
+        import torch
+        def f(x: torch.Tensor):
+            return x.shape, x.dtype, x.requires_grad, x.T, x.data
+        """
+    )
+    (ret,) = model.returns
+    assert ret.elements is not None
+    assert [model.kind(e) for e in ret.elements] == [Kind.NON_TENSOR] * 3 + [Kind.TENSOR] * 2
 
 
 def test_a_walrus_target_is_its_binding_and_no_use_of_it() -> None:
