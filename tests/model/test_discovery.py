@@ -124,6 +124,23 @@ def test_functions_under_if_else_and_with_are_found_in_a_module_parsed_whole() -
     assert sorted(f.qualname for f in analysis.functions) == ["Fast", "Held", "Slow"]
 
 
+def test_class_attributes_annotated_or_not_are_read_and_a_bare_annotation_is_none() -> None:
+    found = functions(
+        """
+        import torch
+
+        class Fn(torch.autograd.Function):
+            generate_vmap_rule: bool = True
+            boxed_grads_call = False
+            scale: float
+        """
+    )
+    spec = found["Fn"]
+    assert spec.attribute_is_true("generate_vmap_rule")
+    assert spec.attribute("boxed_grads_call").text == "False"
+    assert spec.attribute("scale") is None
+
+
 def test_a_syntax_error_outside_any_function_is_reported_only_where_the_whole_file_is_asked_for() -> None:
     # A file named on the command line (or stdin, an editor's buffer) is compiled whole; a
     # file met in a walk only as far as a later stage needs it.
