@@ -90,9 +90,17 @@ def test_local_subclasses_nested_classes_and_classes_in_functions() -> None:
             class Made(Base):
                 pass
             return Made
+
+        def build():
+            class Box:
+                class Deep(torch.autograd.Function):
+                    pass
+            return Box
         """
     )
-    assert sorted(found) == ["Base", "Child", "Grandchild", "Holder.Inner", "factory.<locals>.Made"]
+    assert sorted(found) == [
+        "Base", "Child", "Grandchild", "Holder.Inner", "build.<locals>.Box.Deep", "factory.<locals>.Made"
+    ]
     grandchild = found["Grandchild"]
     assert grandchild.method("forward").defined_in == "Base"
     assert grandchild.method("backward").defined_in == "Child"
