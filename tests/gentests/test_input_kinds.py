@@ -213,3 +213,36 @@ def test_a_number_default_backward_gives_a_gradient_is_a_0d_tensor_of_that_value
     assert inp == TensorInput(None)
     assert steps == ValueInput("10")  # backward gives it None: the default stays
     assert threshold == TensorInput((), values=(1.0,))
+
+
+PASSED_THROUGH = '''
+import torch
+
+
+class PassThrough(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, n: int, tag):
+        return x.clone(), n, tag
+
+    @staticmethod
+    def backward(ctx, grad, grad_n, grad_tag):
+        return (grad,) + (None,) * 2
+'''
+
+
+def test_an_input_forward_returns_as_it_is_is_a_tensor_unless_its_annotation_says_otherwise() -> None:
+    from autograd_lint.gentests.inputs import parameter_kinds
+    from autograd_lint.model.spec import Kind
+
+    (spec,), _ = _specs(PASSED_THROUGH)
+    kinds = parameter_kinds(spec)
+    assert (kinds["x"], kinds["n"], kinds["tag"]) == (Kind.TENSOR, Kind.NON_TENSOR, Kind.TENSOR)
+
+
+def test_a_gradient_tuple_longer_than_the_model_follows_still_marks_the_inputs_never_differentiated() -> None:
+    from autograd_lint.gentests.inputs import never_differentiated
+
+    # The model spells out at most 64 elements (autograd_lint/model/sequences.py); 71 here.
+    (spec,), _ = _specs(PASSED_THROUGH.replace("(None,) * 2", "(None,) * 70"))
+    assert spec.backward_method.returns[0].elements is None
+    assert never_differentiated(spec) == frozenset(range(1, 71))
