@@ -163,7 +163,9 @@ AREAS = (
           "tests/gentests/test_not_derivative_static.py", "tests/gentests/test_low_precision.py",
           "tests/gentests/test_command.py",
           # Killed survivors of seed 53 that the list above missed (docs/testing.md).
-          "tests/gentests/test_process_groups.py"),
+          "tests/gentests/test_process_groups.py",
+          # pickled.py's own unit tests (subclass arguments kept and rebuilt), missed by the list until session 6.
+          "tests/gentests/test_subclass_arguments.py"),
          # Left out: the tests that run a generated module's gradchecks under pytest in a
          # subprocess (20 to 60 s each here): twelve minutes for one unmutated run with them.
          select="not (declared or evidence_in_forward or dependency_is_missing or pickled_cuda or recorded_cuda "
