@@ -520,15 +520,29 @@ def area_command(area: Area, module: str, chosen: list[str] | None = None) -> li
 # first on PYTHONPATH): coverage.py with the test that is running as its context, read from
 # AGL_MUTATION_TEST (set by bench/mutation_plugin.py); a process forked from a measured one
 # (the CLI tests fork the test process; discovery forks workers) starts a measurement of its
-# own under the same name and saves it at os._exit, which skips the atexit handlers.
+# own under the same name and saves it at os._exit, which skips the atexit handlers.  A test
+# that starts a coverage measurement of its own (tests/coverage/) suspends this one while its
+# own runs, hiding the lines run meanwhile: its name is written to AGL_MUTATION_BLIND.
 SITECUSTOMIZE = '''
 import atexit, os
 if os.environ.get("AGL_MUTATION_RC"):
     import coverage
 
+    _agl_mine = []
+    _agl_real_start = coverage.Coverage.start
+
+    def _agl_start_any(self):
+        if not any(self is mine for mine in _agl_mine):
+            with open(os.environ["AGL_MUTATION_BLIND"], "a", encoding="utf-8") as blind:
+                blind.write(os.environ.get("AGL_MUTATION_TEST", "") + "\\n")
+        return _agl_real_start(self)
+
+    coverage.Coverage.start = _agl_start_any
+
     def _agl_start():
         measuring = coverage.Coverage(config_file=os.environ["AGL_MUTATION_RC"], data_suffix=True,
                                       context=os.environ.get("AGL_MUTATION_TEST") or None)
+        _agl_mine.append(measuring)
         measuring.start()
         owner = os.getpid()
 
@@ -564,12 +578,15 @@ class Selection:
 
     tests: list[str]  # node ids, in the order they ran
     contexts: dict[str, dict[int, set[str]]]  # module (relative) -> line -> contexts ("" : no test)
+    # The tests that started a coverage measurement of their own: what they ran meanwhile is
+    # unseen, so they are selected for every mutant.
+    blind: frozenset[str] = frozenset()
 
     def for_lines(self, module: str, lines: range) -> list[str] | None:
         """The tests to run against a mutant on ``lines`` of ``module``: those that ran one of
-        the lines; None for the whole list (a line ran outside any test: at import, at
-        collection); [] where no test ran any of them."""
-        names: set[str] = set()
+        the lines, and the blind ones; None for the whole list (a line ran outside any test: at
+        import, at collection); [] where no test ran any of them and none is blind."""
+        names: set[str] = set(self.blind)
         for line in lines:
             names |= self.contexts.get(module, {}).get(line, set())
         if "" in names or "@" in names:
@@ -589,8 +606,10 @@ def measure_selection(area: Area, copy: Path, env: dict[str, str], timeout: floa
     rc.write_text(f"[run]\ndata_file = {work / 'data' / '.coverage'}\nsource = {copy / 'autograd_lint'}\n")
     (work / "data").mkdir()
     log = work / "tests.txt"
+    blind = work / "blind.txt"
+    blind.touch()
     measured_env = {**env, "PYTHONPATH": f"{work / 'site'}{os.pathsep}{env['PYTHONPATH']}",
-                    "AGL_MUTATION_RC": str(rc), "AGL_MUTATION_TESTS": str(log)}
+                    "AGL_MUTATION_RC": str(rc), "AGL_MUTATION_TESTS": str(log), "AGL_MUTATION_BLIND": str(blind)}
     outcome, seconds = run_tests(area_command(area, ""), copy, measured_env, timeout)
     if outcome != "passed":
         raise SystemExit(f"area {area.name}: the tests do not pass under coverage without any mutant ({outcome})")
@@ -601,7 +620,10 @@ def measure_selection(area: Area, copy: Path, env: dict[str, str], timeout: floa
     for measured in data.measured_files():
         relative = str(Path(measured).relative_to(copy))
         contexts[relative] = {line: set(names) for line, names in data.contexts_by_lineno(measured).items()}
-    return Selection(log.read_text().splitlines(), contexts), seconds
+    unseen = frozenset(blind.read_text().splitlines())
+    if unseen:
+        print(f"  tests that start their own coverage (selected for every mutant): {sorted(unseen)}", file=sys.stderr)
+    return Selection(log.read_text().splitlines(), contexts, unseen), seconds
 
 
 def statement_lines(source: str, line: int, column: int) -> range:
