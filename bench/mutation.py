@@ -608,8 +608,12 @@ def measure_selection(area: Area, copy: Path, env: dict[str, str], timeout: floa
     log = work / "tests.txt"
     blind = work / "blind.txt"
     blind.touch()
+    # AUTOGRAD_LINT_TESTS_SUBPROCESS: tests/pytest_process.py forks pytester's runs from a
+    # zygote started without PYTHONPATH (so without this measurement); a real interpreter per
+    # run is measured, under the name of the test that started it.
     measured_env = {**env, "PYTHONPATH": f"{work / 'site'}{os.pathsep}{env['PYTHONPATH']}",
-                    "AGL_MUTATION_RC": str(rc), "AGL_MUTATION_TESTS": str(log), "AGL_MUTATION_BLIND": str(blind)}
+                    "AGL_MUTATION_RC": str(rc), "AGL_MUTATION_TESTS": str(log), "AGL_MUTATION_BLIND": str(blind),
+                    "AUTOGRAD_LINT_TESTS_SUBPROCESS": "1"}
     outcome, seconds = run_tests(area_command(area, ""), copy, measured_env, timeout)
     if outcome != "passed":
         raise SystemExit(f"area {area.name}: the tests do not pass under coverage without any mutant ({outcome})")
