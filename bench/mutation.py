@@ -605,9 +605,11 @@ def measure_selection(area: Area, copy: Path, env: dict[str, str], timeout: floa
     rc = work / "coveragerc"
     rc.write_text(f"[run]\ndata_file = {work / 'data' / '.coverage'}\nsource = {copy / 'autograd_lint'}\n")
     (work / "data").mkdir()
+    (work / "data").chmod(0o777)  # for the measurement of the runs as nobody, too
     log = work / "tests.txt"
     blind = work / "blind.txt"
-    blind.touch()
+    blind.touch(mode=0o666)
+    blind.chmod(0o666)
     # AUTOGRAD_LINT_TESTS_SUBPROCESS: tests/pytest_process.py forks pytester's runs from a
     # zygote started without PYTHONPATH (so without this measurement); a real interpreter per
     # run is measured, under the name of the test that started it.
@@ -690,6 +692,9 @@ def run_area(area: Area, size: int, seed: int, timeout: float | None, select: bo
     sizes, drawn = (draw_area(area, size, seed) if replay is None
                     else ({m: 0 for m in area_modules(area)}, replay))
     with tempfile.TemporaryDirectory(prefix="agl-mutation-") as name:
+        # The permission tests run the CLI as nobody (tests/other_user.py): it must read the
+        # mutated copy (else it imports the editable install, unmutated) and be measured.
+        os.chmod(name, 0o755)
         copy = Path(name) / "repo"
         copy_checkout(copy)
         # Subprocesses the tests start import the mutated copy, not the editable install.

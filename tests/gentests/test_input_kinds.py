@@ -246,3 +246,20 @@ def test_a_gradient_tuple_longer_than_the_model_follows_still_marks_the_inputs_n
     (spec,), _ = _specs(PASSED_THROUGH.replace("(None,) * 2", "(None,) * 70"))
     assert spec.backward_method.returns[0].elements is None
     assert never_differentiated(spec) == frozenset(range(1, 71))
+
+
+def test_only_a_floating_input_of_two_dimensions_none_of_size_1_gets_the_non_contiguous_gradcheck() -> None:
+    from autograd_lint.gentests.checks import Check, checks_for
+    from autograd_lint.gentests.inputs import FunctionInputs, Origin
+
+    (spec,), _ = _specs(SOURCE)
+
+    def non_contiguous(*args: object) -> bool:
+        inputs = FunctionInputs(Origin.STATIC, (InputCase(args),))  # type: ignore[arg-type]
+        return Check.NON_CONTIGUOUS in checks_for(spec, inputs)
+
+    vector, number = TensorInput((5,)), ValueInput("0")
+    assert non_contiguous(TensorInput((3, 4)), number)
+    assert not non_contiguous(vector, number)  # after a vector, a number: no matrix
+    assert not non_contiguous(vector, TensorInput((3, 4), dtype="int64"))  # a matrix of indices: not perturbed
+    assert not non_contiguous(vector, TensorInput((3, 1)))
