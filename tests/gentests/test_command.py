@@ -343,6 +343,14 @@ def test_recorded_cases_are_found_by_full_name_else_by_qualname_in_the_same_file
     assert recorded("pkg.ops.Other", "Other") == []
 
 
+def test_equal_cases_get_numbered_ids() -> None:
+    from autograd_lint.gentests.inputs import FunctionInputs, InputCase, Origin, TensorInput
+    from autograd_lint.gentests.render import case_ids
+
+    case = InputCase((TensorInput((3,)),))
+    assert case_ids(FunctionInputs(Origin.STATIC, (case, case, case))) == ["static-3", "static-3#2", "static-3#3"]
+
+
 def test_calls_are_counted_apart_by_their_process_group_and_not_by_tensor_values() -> None:
     from autograd_lint.gentests.recording import structure_key
 

@@ -82,6 +82,10 @@ def test_a_dimension_saved_for_backward_and_read_there_with_item_is_a_0d_integer
     assert uses["dim"] == "integer"
     (case,) = choose_inputs(spec, [], [], default_sources(spec), uses).cases
     assert case.args[1] == TensorInput((), "int64", requires_grad=False, values=(1,))
+    # Unpacked with a star, the saved tensors are not followed by name (and nothing fails).
+    starred = text.replace("w_star, dim = ctx.saved_tensors", "w_star, *dim = ctx.saved_tensors")
+    (spec,) = analyze(SourceFile("m.py", starred, "m"), {}, Settings()).functions
+    assert "dim" not in parameter_uses(spec, starred.splitlines())
 
 
 def test_a_tensor_used_as_one_in_forward_is_an_integer_when_backward_reads_it_as_a_number() -> None:

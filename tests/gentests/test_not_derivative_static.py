@@ -274,3 +274,20 @@ def test_a_surrogate_declared_at_the_end_of_the_class_line_is_read(above: str) -
                 return -grad
     """)
     assert declared_surrogate(spec, lines, {}) == Surrogate("lambda x: -x")
+
+
+def test_several_outputs_each_an_input_unchanged_are_judged_output_by_output() -> None:
+    """torch's ZeroGradientsGenVmap: forward returns its inputs, backward zeros for them."""
+    spec, lines = _spec("""
+        class Zero(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y):
+                return x.clone(), y.clone()
+
+            @staticmethod
+            def backward(ctx, gx, gy):
+                return torch.zeros_like(gx), gy
+    """)
+    assert not_the_derivative(spec, lines) == (
+        "forward returns its input 'x' unchanged and backward returns zeros for it (the derivative of the identity "
+        "is the gradient itself): a stop-gradient")

@@ -160,6 +160,9 @@ def test_jaxtyping_dimensions_share_sizes_across_parameters() -> None:
     assert shaped_tensor("Optional[Bool[Tensor, '#batch']]", sizes) == TensorInput((3,), "bool")
     assert shaped_tensor('Float[Tensor, "n+1"]', sizes) is None
     assert shaped_tensor("Tensor", sizes) is None
+    # Ten named dimensions get ten distinct sizes: a transposed gradient never fits by accident.
+    (shape,) = {shaped_tensor('Float[Tensor, "a b c d e f g h i j"]', {}).shape}  # type: ignore[union-attr]
+    assert len(set(shape)) == 10
 
 
 def test_default_sources_keep_literals_only(module: Path) -> None:
