@@ -36,6 +36,7 @@ TORCH = frozenset({"torch", "th"})
         ("torch.randn(2, 2, device='cuda')", TensorInput((2, 2), "float32", "cuda", False)),
         ("torch.randn(4).double().requires_grad_()", TensorInput((4,), "float64", "cpu", True)),
         ("torch.ones(2, 3).to(torch.float16).cuda()", TensorInput((2, 3), "float16", "cuda", False)),
+        ("torch.ones(2).to('cuda')", TensorInput((2,), "float32", "cuda", False)),
         ("torch.tensor([[1.0, 2.0], [3.0, 4.0]])", TensorInput((2, 2), "float32", "cpu", False)),
         ("torch.tensor([1, 2, 3])", TensorInput((3,), "int64", "cpu", False)),
         ("torch.randint(0, 5, (6,))", TensorInput((6,), "int64", "cpu", False)),
