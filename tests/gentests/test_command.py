@@ -384,6 +384,7 @@ def test_a_declared_surrogate_gets_its_reference_check_and_a_plain_one_is_inferr
     assert "check_surrogate_reference(subject.Declared, case, reference=lambda x: -x)" in declared
     assert "def test_gradcheck(" not in declared
     assert "def test_gradcheck(" in inferred and "def test_surrogate_reference(" not in inferred
+    assert "any_tensor()" in text and "contiguous=False" not in text  # searched inputs: contiguous ones
 
 
 def test_a_local_function_without_a_recording_is_left_out() -> None:

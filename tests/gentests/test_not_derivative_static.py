@@ -207,6 +207,10 @@ def test_a_straight_through_estimator_is_told_from_its_one_gradient_parameter() 
     """)
     reason = not_the_derivative(spec, lines)
     assert reason is not None and "straight-through estimator" in reason
+    method = "\n".join(lines).replace("torch.round(x)", "x.round()")  # the method spelling too
+    spec, lines = _spec(method.removeprefix("import torch\n\n"))
+    reason = not_the_derivative(spec, lines)
+    assert reason is not None and "straight-through estimator" in reason
 
 
 def test_a_view_as_another_input_is_not_an_identity() -> None:

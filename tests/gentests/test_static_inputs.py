@@ -43,6 +43,7 @@ TORCH = frozenset({"torch", "th"})
         ("torch.eye(3)", TensorInput((3, 3), "float32", "cpu", False)),
         ("torch.arange(5)", TensorInput((5,), "int64", "cpu", False)),
         ("torch.arange(0)", TensorInput((0,), "int64", "cpu", False)),  # empty, not a negative size
+        ("torch.linspace(0, 1, 5)", TensorInput((5,), "float32", "cpu", False)),
         ("2", ValueInput("2")),
         ("-0.5", ValueInput("-0.5")),
         ("'mean'", ValueInput("'mean'")),
