@@ -86,6 +86,10 @@ def test_a_dimension_saved_for_backward_and_read_there_with_item_is_a_0d_integer
     starred = text.replace("w_star, dim = ctx.saved_tensors", "w_star, *dim = ctx.saved_tensors")
     (spec,) = analyze(SourceFile("m.py", starred, "m"), {}, Settings()).functions
     assert "dim" not in parameter_uses(spec, starred.splitlines())
+    # A saved expression is no parameter; the parameters saved beside it still are.
+    expression = text.replace("ctx.save_for_backward(w_star, dim)", "ctx.save_for_backward(w_star * 1, dim)")
+    (spec,) = analyze(SourceFile("m.py", expression, "m"), {}, Settings()).functions
+    assert parameter_uses(spec, expression.splitlines())["dim"] == "integer"
 
 
 def test_a_tensor_used_as_one_in_forward_is_an_integer_when_backward_reads_it_as_a_number() -> None:
