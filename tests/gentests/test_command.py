@@ -311,6 +311,9 @@ def test_custom_op_modules_import_their_registering_modules_and_test_compile_par
     # opspkg/fakes.py registers the ops' fake kernels: the test module must import it too.
     assert 'import_subject("opspkg.fakes", __file__, "..")' in plain
     assert "test_compile_parity" not in plain and plain.count("def test_opcheck(") == 9
+    # Each class says what opcheck can test: np_sin has no fake kernel, rowsum's inputs need no gradient.
+    assert '"""opspkg::np_sin (line 57): no fake kernel (opcheck skips test_faketensor' in plain
+    assert '"""opspkg::rowsum (line 75): fake kernel, no register_autograd (inputs do not require grad)."""' in plain
     assert main(["gen-tests", ".", "--out", "generated", "--compile-parity", "--force"]) == 0
     assert written.read_text().count("def test_compile_parity(") == 7
     capsys.readouterr()
