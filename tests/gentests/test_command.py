@@ -370,6 +370,16 @@ class Inferred(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+
+class Sampled(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2 * torch.rand_like(grad)
 '''
 
 
@@ -381,13 +391,15 @@ def test_a_declared_surrogate_gets_its_reference_check_and_a_plain_one_is_inferr
     (project / "pkg" / "ops.py").write_text(SURROGATES)
     assert gen() == 0
     hints = [line for line in capsys.readouterr().out.splitlines() if "backward plainly is not the derivative" in line]
-    assert len(hints) == 1 and ": Inferred: " in hints[0] and "straight-through estimator" in hints[0]
+    assert len(hints) == 2 and ": Inferred: " in hints[0] and "straight-through estimator" in hints[0]
+    assert ": Sampled: " in hints[1] and "(a sampled gradient)" in hints[1]
     text = GENERATED.read_text()
     declared, inferred = text.split("class TestInferred")
     assert "check_surrogate_reference(subject.Declared, case, reference=lambda x: -x)" in declared
     assert "def test_gradcheck(" not in declared
     assert "def test_gradcheck(" in inferred and "def test_surrogate_reference(" not in inferred
     assert "any_tensor()" in text and "contiguous=False" not in text  # searched inputs: contiguous ones
+    assert "check_surrogate_gradients(subject.Sampled, case, sampled=True)" in inferred
 
 
 def test_a_local_function_without_a_recording_is_left_out() -> None:
