@@ -8,7 +8,7 @@ from typing import Iterator
 
 from autograd_lint.model.semantic import Sink
 from autograd_lint.model.spec import FunctionSpec, MethodSpec
-from autograd_lint.rules._common import ctx_writers
+from autograd_lint.rules._common import ctx_writers, only_raises
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 # Attributes every ctx has (dir() of a Function's backward class in torch 2.13, public part).
@@ -73,7 +73,9 @@ class CtxAttributeNeverSet(Rule):
     ``setattr``), stored, aliased or rebound, used in a nested function, ``ctx.__dict__`` touched, a base class
     outside the analysed files, a private name (``ctx._...``), an assignment to
     ``<anything>.<name>`` elsewhere in the module (the ctx is the output's
-    ``grad_fn``), or a legacy Function with instance methods.  ``vmap`` receives no
+    ``grad_fn``), a legacy Function with instance methods, or a class with no ``forward``
+    of its own or its bases' (or one that only raises): its backward runs only under a
+    subclass's forward, which may be in a file not analysed with it.  ``vmap`` receives no
     ctx and is not checked."""
 
     code = "AGL031"
@@ -89,6 +91,9 @@ class CtxAttributeNeverSet(Rule):
         readers = [m for name in _READERS if (m := function.methods.get(name)) is not None and ctx.own(m)]
         if not readers or not all(m.is_staticmethod or m.is_classmethod for m in function.effective_methods.values()):
             return  # a legacy instance-method Function keeps its state on `self`
+        forward = function.method("forward")
+        if forward is None or only_raises(forward.node):
+            return  # backward runs only under a subclass's forward, which may be in another file
         set_attributes = _every_set_attribute(function)
         if set_attributes is None:
             return
@@ -192,6 +197,22 @@ class CtxAttributeNeverSet(Rule):
                 out = Hook.apply(x)
                 out.grad_fn.grad_from_pipeline = received
                 return out
+            """
+        ),
+        # A base class with no forward: its subclasses (in other files) set ctx.weight.
+        Valid(
+            """
+            import torch
+
+            class ChunkedLossBase(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    raise NotImplementedError
+
+                @staticmethod
+                def backward(ctx, grad_output):
+                    (grad_x,) = ctx.saved_tensors
+                    return grad_x * grad_output, ctx.weight * grad_output
             """
         ),
         Valid(
