@@ -892,7 +892,7 @@ def _storage_of(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str | Non
         ):
             step = f".{expr.func.attr.value}()"
             expr = expr.func.value
-        elif isinstance(expr, cst.Attribute) and expr.attr.value in VIEW_ATTRIBUTES:
+        elif isinstance(expr, cst.Attribute) and (expr.attr.value in VIEW_ATTRIBUTES or expr.attr.value == "data"):
             step = f".{expr.attr.value}"
             expr = expr.value
         elif isinstance(expr, cst.Subscript) and _is_basic_subscript(expr):
@@ -911,10 +911,30 @@ def written_bindings(
     ``target`` is one of them or a view :func:`_origins` follows)."""
     origins = _origins(target, reaching)
     if origins:
-        return origins, None
+        return _through_shared_locals(origins, reaching)
     written, through = _storage_of(target)
     origins = _origins(written, reaching) if through is not None else frozenset()
     return origins, through if origins else None
+
+
+def _through_shared_locals(
+    origins: frozenset[Binding], reaching: Callable[[cst.Name], frozenset[Binding]]
+) -> tuple[frozenset[Binding], str | None]:
+    """``origins`` with each local bound to a storage-sharing step of a name
+    (``y = x.detach()``, ``w = weight.data``) replaced by that name's own origins, and the
+    first such step; ``origins`` as they are when there is none."""
+    found: set[Binding] = set()
+    through = None
+    for binding in origins:
+        value = binding.value if binding.how is How.ASSIGNMENT else None
+        written, step = _storage_of(value) if value is not None else (None, None)
+        shared = _origins(written, reaching) if step is not None and isinstance(written, cst.Name) else frozenset()
+        if shared:
+            found |= shared
+            through = through or step
+        else:
+            found.add(binding)
+    return frozenset(found), through
 
 
 def _is_basic_subscript(node: cst.Subscript) -> bool:
