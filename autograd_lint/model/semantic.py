@@ -332,12 +332,14 @@ class MethodModel:
     def is_bound(self, name: str) -> bool:
         return name in self.bindings
 
-    def escapes(self, name: str, *, in_nested_scopes: bool = True) -> bool:
+    def escapes(self, name: str, *, in_nested_scopes: bool = True, setattr_stores: bool = False) -> bool:
         """Whether code out of sight may act on what ``name`` holds: the body uses the name
         other than as ``name.<attribute>`` (passes it to a call, stores, returns or aliases
         it), rebinds or deletes it, or a nested ``def``/``class``/``lambda`` uses it (that
         code may run anywhere).  With ``in_nested_scopes`` false, ``name.<attribute>`` and a
-        parameter of that name inside a nested scope are not counted."""
+        parameter of that name inside a nested scope are not counted; with
+        ``setattr_stores``, neither is ``setattr(name, "literal", value)``, which is
+        ``name.literal = value`` (a flow to :attr:`Sink.CTX_ATTRIBUTE`)."""
         if self.is_rebound(name):
             return True
         for use in self.nested_uses.get(name, ()):
@@ -349,9 +351,21 @@ class MethodModel:
         for binding in self.bindings_of(name):
             for use in self.uses(binding):
                 parent = self.parent(use)
-                if not (isinstance(parent, cst.Attribute) and parent.value is use):
-                    return True
+                if isinstance(parent, cst.Attribute) and parent.value is use:
+                    continue
+                if setattr_stores and self._setattr_owner(use):
+                    continue
+                return True
         return False
+
+    def _setattr_owner(self, use: cst.Name) -> bool:
+        """Whether ``use`` is the object of ``setattr(use, "literal", value)``."""
+        arg = self.parent(use)
+        call = self.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not isinstance(call, cst.Call) or not call.args or call.args[0] is not arg:
+            return False
+        name = dotted_name(call.func)
+        return _setattr_literal(call, self.imports.resolve(name) if name else None) is not None
 
     # -- kinds ------------------------------------------------------------------
     def name_kind(self, use: cst.Name) -> Kind | None:

@@ -32,7 +32,7 @@ def _set_attributes(method: MethodSpec) -> set[str] | None:
     ctx_name = method.ctx_name
     if model is None or ctx_name is None:
         return None
-    if ctx_name not in model.params or model.escapes(ctx_name):
+    if ctx_name not in model.params or model.escapes(ctx_name, setattr_stores=True):
         return None
     if any(owner == ctx_name and attr == "__dict__" for owner, attr, _ in model.attribute_reads):
         return None
@@ -70,7 +70,7 @@ class CtxAttributeNeverSet(Rule):
     split style, or the readers themselves), and ``<name>`` is not an attribute every
     ctx has (``saved_tensors``, ``needs_input_grad``...).  The rule stays silent when
     attributes can be set out of its sight: ctx passed to any call (a helper,
-    ``setattr``), stored, aliased or rebound, used in a nested function, ``ctx.__dict__`` touched, a base class
+    ``setattr`` with a name that is not a string literal), stored, aliased or rebound, used in a nested function, ``ctx.__dict__`` touched, a base class
     outside the analysed files, a private name (``ctx._...``), an assignment to
     ``<anything>.<name>`` elsewhere in the module (the ctx is the output's
     ``grad_fn``), a legacy Function with instance methods, or a class with no ``forward``
@@ -199,6 +199,22 @@ class CtxAttributeNeverSet(Rule):
                 return out
             """
         ),
+        # setattr with a literal name sets that attribute.
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, scale: float):
+                    setattr(ctx, "scale", scale)
+                    return x * scale
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.scale, None
+            """
+        ),
         # A base class with no forward: its subclasses (in other files) set ctx.weight.
         Valid(
             """
@@ -227,6 +243,24 @@ class CtxAttributeNeverSet(Rule):
         ),
     ]
     INVALID = [
+        # `setattr(ctx, "scale", s)` is `ctx.scale = s`: the misspelt read is still a misspelling.
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, scale: float):
+                    setattr(ctx, "scale", scale)
+                    return x * scale
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.scael, None
+            """,
+            line=11,
+            message="Scale.backward reads ctx.scael, which is never set (forward sets ctx.scale)",
+        ),
         Invalid(
             """
             import torch
