@@ -934,15 +934,18 @@ def written_bindings(
 def _through_shared_locals(
     origins: frozenset[Binding], reaching: Callable[[cst.Name], frozenset[Binding]]
 ) -> tuple[frozenset[Binding], str | None]:
-    """``origins`` with each local bound to a storage-sharing step of a name
+    """``origins`` with each local bound to ``.detach()`` or ``.data`` of a name
     (``y = x.detach()``, ``w = weight.data``) replaced by that name's own origins, and the
-    first such step; ``origins`` as they are when there is none."""
+    first such step; ``origins`` as they are when there is none.  Only those two steps: a
+    local bound to an item (``grad = grads[0]``) is a value of its own to the rules that
+    ask which input or gradient a write reaches."""
     found: set[Binding] = set()
     through = None
     for binding in origins:
         value = binding.value if binding.how is How.ASSIGNMENT else None
         written, step = _storage_of(value) if value is not None else (None, None)
-        shared = _origins(written, reaching) if step is not None and isinstance(written, cst.Name) else frozenset()
+        sharing = step in (".detach()", ".data") and isinstance(written, cst.Name)
+        shared = _origins(written, reaching) if sharing else frozenset()
         if shared:
             found |= shared
             through = through or step

@@ -400,6 +400,8 @@ def test_inplace_writes_through_detach_views_and_collectives() -> None:
             xs[0].add_(1)
             d = y.detach()
             d.sign_()
+            item = xs[1]
+            item.div_(3)
             return mask
         """
     )
@@ -408,6 +410,7 @@ def test_inplace_writes_through_detach_views_and_collectives() -> None:
         ("add_()", ["xs"], "[...]"),
         ("apply_()", ["x"], ".detach()"),
         ("clamp_()", ["w"], ".data"),  # untracked, but the caller's tensor all the same
+        ("div_()", ["item"], None),  # an item bound to a local is a value of its own
         ("mul_()", ["z"], None),  # `.t()` is an alias method already
         ("sign_()", ["y"], ".detach()"),  # through a local bound to `y.detach()`
         ("torch.distributed.all_reduce()", ["w"], None),
