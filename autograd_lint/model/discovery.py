@@ -525,11 +525,14 @@ def run(
     """
     errors: list[SourceError] = []
     targets: dict[str, bool] = {}
+    infos: dict[str, os.stat_result] = {}
     for target in iter_targets(paths, settings) if walked is None else walked:
         if isinstance(target, SourceError):
             errors.append(target)
         else:
             targets.setdefault(target.path, target.explicit)
+            if target.info is not None:
+                infos.setdefault(target.path, target.info)
     extra = _words_pattern(name.rsplit(".", 1)[-1] for name in settings.extra_bases)
     roots = _import_roots(paths)
     digests = cache is not None
@@ -539,7 +542,7 @@ def run(
     known: dict[str, FunctionSpec] = {}
     rounds: _Rounds | _Memo = _Rounds(settings.jobs or os.cpu_count() or 1)
     if cache is not None:
-        rounds = _Memo(rounds, cache)
+        rounds = _Memo(rounds, cache, infos)
     _kept.clear()
     thresholds = gc.get_threshold()
     # The workers forked below inherit this.
@@ -757,9 +760,10 @@ class _Memo:
     a cache, so the run's output is the one a fresh run gives.
     """
 
-    def __init__(self, rounds: _Rounds, cache: ResultCache) -> None:
+    def __init__(self, rounds: _Rounds, cache: ResultCache, infos: Mapping[str, os.stat_result]) -> None:
         self._rounds = rounds
         self._cache = cache
+        self._infos = infos  # each file's stat as the walk took it
         self._specs: dict[int, tuple[FunctionSpec, bytes]] = {}
 
     def run(self, tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
@@ -816,6 +820,14 @@ class _Memo:
 
     def _content(self, path: str) -> bytes | None:
         """The digest of the file's bytes: remembered by its ``stat`` signature, else read."""
+        walked = self._infos.get(path)
+        if walked is not None:
+            # The walk's stat, if it is one the store knows: no second stat of every file. That
+            # signature was trusted when it was stored, so its times lie far enough back now too.
+            digest = self._cache.known_content(path, walked)
+            if digest is not None:
+                self._cache.read(path, walked, digest, time.time_ns())
+                return digest
         try:
             taken = time.time_ns()
             info = os.stat(path)
