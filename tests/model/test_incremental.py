@@ -164,3 +164,16 @@ def test_texts_that_cannot_be_cut_are_parsed_whole(change) -> None:
     module = parse_module(text)
     assert incremental.table(module) is None
     assert module.deep_equals(cst.parse_module(text))
+
+
+def test_the_guards_cpython_tree_is_the_one_ast_gives_for_that_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ast
+
+    from autograd_lint.model import source
+
+    text = _HEAD + "\n\nx = Scale.apply(1)\n"
+    expected = ast.dump(ast.parse(text), include_attributes=True)
+    compile_like_cpython(text, "m.py")
+    monkeypatch.setattr(source.ast, "parse", lambda *args, **kwargs: pytest.fail("parsed a second time"))
+    kept = source.python_tree(text)
+    assert kept is not None and ast.dump(kept, include_attributes=True) == expected
