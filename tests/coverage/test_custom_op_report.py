@@ -72,6 +72,7 @@ def custom_op_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 @pytest.mark.slow
 @needs_torch
+@pytest.mark.xdist_group("custom_op_run")  # its module fixture runs once, on one worker
 def test_report_lists_each_op_backward_with_its_lines(custom_op_run: Run) -> None:
     run = custom_op_run
     # never's backward never ran: the run fails, naming it
@@ -135,6 +136,7 @@ def test_report_lists_each_op_backward_with_its_lines(custom_op_run: Run) -> Non
 
 @pytest.mark.slow
 @needs_torch
+@pytest.mark.xdist_group("custom_op_run")  # its module fixture runs once, on one worker
 def test_pragma_reads_only_function_rows(custom_op_run: Run) -> None:
     entries = report.read_code_runs(str(custom_op_run.root / "report.json"))
     assert [e.qualname for e in entries] == ["Twice"]
