@@ -346,6 +346,68 @@ def test_recorded_cases_are_found_by_full_name_else_by_qualname_in_the_same_file
     assert recorded("pkg.ops.Other", "Other") == []
 
 
+
+def test_a_recorded_none_is_the_literal_none_and_a_value_of_another_type_drops_the_case() -> None:
+    # The recorder writes floats under "float"; a "value" holding one (a hand-edited file) is not a literal.
+    from types import SimpleNamespace
+
+    from autograd_lint.gentests.inputs import ValueInput
+    from autograd_lint.gentests.recording import Recording
+
+    spec = SimpleNamespace(full_name="pkg.ops.Square", qualname="Square", path="/project/pkg/ops.py")
+
+    def recorded(*args: object) -> list[tuple[object, ...]]:
+        entry = {"qualname": "Square", "path": "pkg/ops.py", "cases": [{"args": [{"value": a} for a in args]}]}
+        return [case.args for case in Recording({"pkg.ops.Square": entry}).cases_for(spec)]  # type: ignore[arg-type]
+
+    assert recorded(None, True, 3, "sum") == [(ValueInput("None"), ValueInput("True"), ValueInput("3"),
+                                               ValueInput("'sum'"))]
+    assert recorded(None, 1.5) == []
+
+
+def test_a_record_counts_64_structures_and_puts_the_smaller_of_equally_frequent_cases_first() -> None:
+    from autograd_lint.gentests.recording import FunctionRecord, Recorder
+
+    def vector(size: int) -> list[dict[str, object]]:
+        return [{"tensor": {"shape": [size], "dtype": "float32"}}]
+
+    recorder = Recorder()
+    for size in range(65):
+        recorder.add("pkg.ops", "Square", "pkg/ops.py", vector(size))
+    record = recorder.functions["pkg.ops.Square"]
+    assert len(record.counts) == 64 and vector(64)[0] not in [args[0] for args in record.examples.values()]
+    # A 65th structure is no longer kept (its values need not be encoded); a kept one still counts.
+    assert recorder.has_case("pkg.ops", "Square", vector(64)) and recorder.has_case("pkg.ops", "Square", vector(3))
+    # Sizes: a pickle's length, else the tensors' elements: 2 elements before a pickle of 3 characters,
+    # a pickle of 1 character before 2 elements, and no tensor (0) before a pickle of 1 character.
+    record = FunctionRecord("pkg.ops", "Cube", "pkg/ops.py")
+    record.add(vector(2), None)
+    record.add([{"object": "pkg.ops.Mesh"}], None, pickled="abc")
+    record.add([{"value": 1}], None)
+    record.add([{"object": "pkg.ops.Grid"}], None, pickled="a")
+    assert [case["args"] for case in record.as_json()["cases"]] == [
+        [{"value": 1}], [{"object": "pkg.ops.Grid"}], vector(2)]
+
+
+def test_the_recorder_keeps_the_values_of_a_tensor_of_at_most_64_elements_else_statistics() -> None:
+    torch = pytest.importorskip("torch")
+    from autograd_lint.gentests.record_plugin import _ArgumentEncoder
+
+    encoder = _ArgumentEncoder(torch)
+    small = encoder.encode(torch.arange(64.0), with_values=True)["tensor"]  # type: ignore[index]
+    large = encoder.encode(torch.arange(65.0), with_values=True)["tensor"]  # type: ignore[index]
+    assert small["values"] == [float(i) for i in range(64)] and "stats" not in small
+    assert "values" not in large and large["stats"]["min"] == 0.0 and large["stats"]["max"] == 64.0
+
+
+def test_a_custom_op_s_second_case_passes_another_value_for_each_literal_default() -> None:
+    from autograd_lint.gentests.custom_ops import _alternative
+
+    # Documented: True for False, n + 1 for an int, 2 x for a float (0.5 for zero).
+    assert [_alternative(s) for s in ("True", "False", "3", "-1", "0.25", "0.0", "1.5e-3", "None", "'sum'")] == [
+        "False", "True", "4", "0", "0.5", "0.5", "0.003", None, None]
+
+
 SURROGATES = '''\
 import torch
 from torch.autograd import Function
