@@ -408,6 +408,67 @@ def test_a_custom_op_s_second_case_passes_another_value_for_each_literal_default
         "False", "True", "4", "0", "0.5", "0.5", "0.003", None, None]
 
 
+DECLARED = '''\
+import torch
+from torch.autograd import Function
+
+
+def reference(a):
+    return a * 2
+
+
+# autograd-lint: low-precision dtype=bfloat16, device = cuda:1 k=2 reference=lambda a: a * 2
+class Kernel(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+# autograd-lint: low-precision dtype=float16 reference=pkg.ops.reference
+class Imported(Kernel):
+    pass
+
+
+# autograd-lint: gradcheck atol=1e-4, rtol = 0.01
+class Approx(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a.exp()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Configured(Approx):
+    pass
+'''
+
+
+def test_declared_low_precision_and_tolerances_are_written_into_the_checks(project: Path, capsys) -> None:
+    # The written text only (test_low_precision.py and test_tolerance.py run such modules in subprocesses).
+    (project / "pkg" / "ops.py").write_text(DECLARED)
+    (project / "pyproject.toml").write_text(
+        '[tool.autograd-lint]\ngradcheck-tolerances = {"pkg.ops.Configured" = "rtol=0.5"}\n')
+    assert gen() == 0
+    text = GENERATED.read_text()
+    kernel, imported = (text.split("class TestKernel:")[1].split("class TestImported:"))
+    imported, approx = imported.split("class TestApprox:")
+    approx, configured = approx.split("class TestConfigured:")
+    assert "check_low_precision(subject.Kernel, case, reference=lambda a: a * 2, dtype='bfloat16', " \
+           "device='cuda:1', k=2.0)" in kernel and "check_gradcheck" not in kernel
+    assert "check_low_precision(subject.Imported, case, reference=load_reference(\"pkg.ops.reference\"), " \
+           "dtype='float16', device='cpu', k=3.0)" in imported and "check_gradcheck" not in imported
+    for check in ("check_gradcheck", "check_gradcheck_non_contiguous", "check_gradgradcheck"):
+        assert f"{check}(subject.Approx, case, atol=0.0001, rtol=0.01)" in approx
+        assert f"{check}(subject.Configured, case, rtol=0.5)" in configured
+    capsys.readouterr()
+
+
 SURROGATES = '''\
 import torch
 from torch.autograd import Function
