@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -363,6 +364,44 @@ def test_a_recorded_none_is_the_literal_none_and_a_value_of_another_type_drops_t
     assert recorded(None, True, 3, "sum") == [(ValueInput("None"), ValueInput("True"), ValueInput("3"),
                                                ValueInput("'sum'"))]
     assert recorded(None, 1.5) == []
+
+
+def test_a_recording_merged_from_a_worker_written_and_read_back_keeps_calls_values_and_old_functions(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from autograd_lint.gentests.inputs import TensorInput, ValueInput
+    from autograd_lint.gentests.recording import Recorder, RecordingError, load
+
+    path = tmp_path / "inputs.json"
+    old = {"module": "pkg.ops", "qualname": "Old", "path": "pkg/ops.py", "cases": []}
+    path.write_text(json.dumps({"format": 1, "functions": {"pkg.ops.Old": old}}))
+    tensor = {"shape": [2], "dtype": "float32", "device": "cpu", "requires_grad": True, "contiguous": False}
+    args = [{"tensor": tensor}, {"float": "inf"}, {"float": "0.5"}, {"dtype": "float16"},
+            {"tuple": [{"value": 1}]}, {"list": [{"value": 1}, {"float": "2.5"}]}]
+    example = [{"tensor": {**tensor, "values": [1.0, "nan"]}}, *args[1:]]
+    controller, worker = Recorder(), Recorder()
+    controller.add("pkg.ops", "Square", "pkg/ops.py", args, example)
+    for _ in range(2):
+        worker.add("pkg.ops", "Square", "pkg/ops.py", args, example)
+    worker.add("pkg.ops", "Cube", "pkg/ops.py", [{"value": None}])
+    controller.merge(worker.as_json())
+    controller.write(str(path))
+    data = json.loads(path.read_text())
+    assert data["format"] == 2 and list(data["functions"]) == ["pkg.ops.Cube", "pkg.ops.Old", "pkg.ops.Square"]
+    assert [case["calls"] for case in data["functions"]["pkg.ops.Square"]["cases"]] == [3]
+    spec = SimpleNamespace(full_name="pkg.ops.Square", qualname="Square", path=str(tmp_path / "pkg" / "ops.py"))
+    (case,) = load(str(path)).cases_for(spec)  # type: ignore[arg-type]
+    assert case.args == (TensorInput((2,), contiguous=False, values=(1.0, "nan")), ValueInput("float('inf')"),
+                         ValueInput("0.5"), ValueInput("torch.float16"), ValueInput("(1,)"), ValueInput("[1, 2.5]"))
+    mine = tmp_path / "test_mine.py"
+    mine.write_text("def test_mine():\n    pass\n")
+    for refused, why in ((tmp_path, "is a directory, not a recording file"),
+                         (mine, "exists and is not a recording of `pytest --autograd-record`; not overwritten")):
+        with pytest.raises(RecordingError, match=f"^{re.escape(f'{refused}: {why}')}$"):
+            Recorder().write(str(refused))
+    assert mine.read_text() == "def test_mine():\n    pass\n"
 
 
 def test_a_record_counts_64_structures_and_puts_the_smaller_of_equally_frequent_cases_first() -> None:
