@@ -585,6 +585,22 @@ def test_a_pickled_case_is_written_in_lines_of_96_characters_that_join_to_the_pi
     assert [len(chunk) for chunk in chunks] == [96, 96, 8] and "".join(chunks) == pickle
 
 
+def test_a_case_is_written_as_the_harness_call_that_makes_it_again_and_labelled_by_its_arguments() -> None:
+    torch = pytest.importorskip("torch")
+    from autograd_lint.gentests.inputs import FunctionInputs, InputCase, Origin, ScalarInput, TensorInput, ValueInput
+    from autograd_lint.gentests.render import _case_source, case_ids
+    from autograd_lint.gentests.runtime import cases
+
+    tensors = (TensorInput((2, 3), "float32", "cuda:0", requires_grad=False, contiguous=False, values=(1.0, "nan", True)),
+               TensorInput((), stats=(("max", 2.0), ("min", -1.0))),
+               TensorInput(None, "int64", requires_grad=False, rank=2, sizes=((0, 4),)), TensorInput((0, -1)))
+    case = InputCase((*tensors, ScalarInput(), ValueInput("torch.float16"), ValueInput("(1,)")))
+    made = eval(_case_source(case), {"torch": torch, **vars(cases)})  # noqa: S307 (our own generated text)
+    assert made.args == (*tensors, ScalarInput(), torch.float16, (1,))
+    assert case_ids(FunctionInputs(Origin.RECORDED, (case,))) == [
+        "recorded-2x3.float32@cuda:0-scalar-?.int64-0xj-number-float16-1"]
+
+
 def test_equal_cases_get_numbered_ids() -> None:
     from autograd_lint.gentests.inputs import FunctionInputs, InputCase, Origin, TensorInput
     from autograd_lint.gentests.render import case_ids
