@@ -508,6 +508,63 @@ def test_declared_low_precision_and_tolerances_are_written_into_the_checks(proje
     capsys.readouterr()
 
 
+OPTIONAL_CHECKS = '''\
+import torch
+from torch.autograd import Function
+from torch.autograd.function import once_differentiable
+
+
+class Full(Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, scale):
+        return x * scale
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.scale = inputs[1]
+        ctx.set_materialize_grads(False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if grad is None:
+            return None, None
+        return grad * ctx.scale, None
+
+    @staticmethod
+    def jvp(ctx, x_t, scale_t):
+        return x_t * ctx.scale
+
+
+class Once(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        return grad * 2
+'''
+
+
+def test_each_check_is_written_where_the_function_has_what_it_checks(project: Path, capsys) -> None:
+    (project / "pkg" / "ops.py").write_text(OPTIONAL_CHECKS)
+    assert gen("--compile-parity") == 0
+    full, once = GENERATED.read_text().split("class TestFull:")[1].split("class TestOnce:")
+
+    def checks(text: str, name: str) -> list[str]:
+        return re.findall(rf"        (check_\w+)\(subject\.{name}, case\)", text)
+
+    assert checks(full, "Full") == [
+        "check_gradcheck", "check_gradcheck_non_contiguous", "check_gradgradcheck", "check_forward_ad",
+        "check_vmap", "check_undefined_grad", "check_non_tensor_grads_are_none", "check_compile_parity"]
+    assert checks(once, "Once") == [
+        "check_gradcheck", "check_gradcheck_non_contiguous", "check_once_differentiable", "check_compile_parity"]
+    capsys.readouterr()
+
+
 SURROGATES = '''\
 import torch
 from torch.autograd import Function
