@@ -565,6 +565,45 @@ def test_each_check_is_written_where_the_function_has_what_it_checks(project: Pa
     capsys.readouterr()
 
 
+CONFLICTING = '''\
+import torch
+from torch.autograd import Function
+
+
+# autograd-lint: surrogate-gradient reference=lambda x: x
+# autograd-lint: low-precision dtype=float32 reference=lambda x: x
+class Both(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+# autograd-lint: gradcheck atol=1e-3 atol=1e-4
+class Twice(Both):
+    pass
+'''
+
+
+def test_conflicting_or_repeated_declarations_and_an_out_file_are_one_line_each(project: Path, capsys) -> None:
+    (project / "pkg" / "ops.py").write_text(CONFLICTING)
+    assert gen() == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{Path('pkg', 'ops.py')}:7: Both is declared both a surrogate gradient and a low-precision kernel; its test "
+        "compares it with the low-precision reference only",
+        f"{Path('pkg', 'ops.py')}:17: gradcheck tolerance 'atol=1e-4' is given twice"]
+    both, twice = GENERATED.read_text().split("class TestTwice:")
+    assert "check_low_precision(subject.Both, case, reference=lambda x: x, dtype='float32'" in both
+    assert "surrogate" not in both and "check_gradcheck(subject.Twice, case)" in twice
+    Path("a_file").write_text("")
+    assert main(["gen-tests", "pkg", "--out", "a_file"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --out a_file: not a directory; the generated test modules go into a directory\n")
+
+
 SURROGATES = '''\
 import torch
 from torch.autograd import Function
