@@ -57,6 +57,12 @@ def test_fill_lines_marks_unknown_without_coverage_and_splits_the_body() -> None
     assert (code.executed, code.missing) == ([11, 13], [12, 14])
     assert report.format_lines([row], "/p")[1].split()[-3:] == ["2/4", "12,", "14"]
     assert row.backward_ran  # a line ran (under torch.compile, counts can be 0)
+    # backward in a file coverage did not measure, setup_context in one it did: only the first is unknown
+    setup = report.CodeLines("/p/s.py", "setup", 20, 22)
+    both = report.Row("/p/m.py", "bw", 10, True, kind="custom_op", op="ns::op",
+                      code_lines={"backward": report.CodeLines("/p/m.py", "bw", 10, 14), "setup_context": setup})
+    report.fill_lines([both], {"/p/s.py": {20, 21, 22}}.get, {"/p/s.py": {21}}.get)
+    assert both.code_lines["backward"].executed is None and (setup.executed, setup.missing) == ([21], [22])
 
 
 @pytest.fixture(scope="module")

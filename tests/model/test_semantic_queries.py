@@ -409,7 +409,7 @@ def test_return_positions() -> None:
         return [None if e is None else code(e) for e in elements], complete
 
     assert [shown(r) for r in model.returns] == [
-        (["grad", "None", None, None], True),
+        (["grad", "None", "None", "None"], True),  # the padding's own `None`s (model/sequences.py)
         (["grad", "None"], False),
         (["grad", "None"], True),
         (["grad * 2"], True),
@@ -553,6 +553,7 @@ def test_param_items_reads_literal_items_and_slices_of_star_args() -> None:
             ctx.g = args[::2]
             ctx.h = args2[0]
             ctx.i = fn[0]
+            ctx.j = tuple()
         """
     )
     found = {
@@ -570,6 +571,7 @@ def test_param_items_reads_literal_items_and_slices_of_star_args() -> None:
         "g": None,  # a step
         "h": None,  # another name for the tuple: not followed
         "i": None,
+        "j": None,  # an empty tuple
     }
 
 
