@@ -62,7 +62,9 @@ def test_literal_arguments(source: str, expected: object) -> None:
     ["x", "torch.randn(n, 4)", "torch.randn(3) * 2", "f'{x}'", "torch.randn(3).sum()", "make_tensor(3)",
      "torch.randn(3, dtype=dtype)", "-x",
      # a name among the elements is no literal, whatever it holds
-     "torch.tensor([n, 1])", "torch.tensor([1.5, -x])", "torch.tensor([torch.pi])"],
+     "torch.tensor([n, 1])", "torch.tensor([1.5, -x])", "torch.tensor([torch.pi])",
+     # a torch attribute that is not a dtype
+     "torch.pi", "torch.ones(2, dtype=torch.pi)"],
 )
 def test_non_literal_arguments(source: str) -> None:
     assert input_of(cst.parse_expression(source), TORCH) is None
