@@ -332,12 +332,14 @@ class MethodModel:
     def is_bound(self, name: str) -> bool:
         return name in self.bindings
 
-    def escapes(self, name: str, *, in_nested_scopes: bool = True) -> bool:
+    def escapes(self, name: str, *, in_nested_scopes: bool = True, setattr_stores: bool = False) -> bool:
         """Whether code out of sight may act on what ``name`` holds: the body uses the name
         other than as ``name.<attribute>`` (passes it to a call, stores, returns or aliases
         it), rebinds or deletes it, or a nested ``def``/``class``/``lambda`` uses it (that
         code may run anywhere).  With ``in_nested_scopes`` false, ``name.<attribute>`` and a
-        parameter of that name inside a nested scope are not counted."""
+        parameter of that name inside a nested scope are not counted; with
+        ``setattr_stores``, neither is ``setattr(name, "literal", value)``, which is
+        ``name.literal = value`` (a flow to :attr:`Sink.CTX_ATTRIBUTE`)."""
         if self.is_rebound(name):
             return True
         for use in self.nested_uses.get(name, ()):
@@ -349,9 +351,21 @@ class MethodModel:
         for binding in self.bindings_of(name):
             for use in self.uses(binding):
                 parent = self.parent(use)
-                if not (isinstance(parent, cst.Attribute) and parent.value is use):
-                    return True
+                if isinstance(parent, cst.Attribute) and parent.value is use:
+                    continue
+                if setattr_stores and self._setattr_owner(use):
+                    continue
+                return True
         return False
+
+    def _setattr_owner(self, use: cst.Name) -> bool:
+        """Whether ``use`` is the object of ``setattr(use, "literal", value)``."""
+        arg = self.parent(use)
+        call = self.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not isinstance(call, cst.Call) or not call.args or call.args[0] is not arg:
+            return False
+        name = dotted_name(call.func)
+        return _setattr_literal(call, self.imports.resolve(name) if name else None) is not None
 
     # -- kinds ------------------------------------------------------------------
     def name_kind(self, use: cst.Name) -> Kind | None:
@@ -892,7 +906,7 @@ def _storage_of(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str | Non
         ):
             step = f".{expr.func.attr.value}()"
             expr = expr.func.value
-        elif isinstance(expr, cst.Attribute) and expr.attr.value in VIEW_ATTRIBUTES:
+        elif isinstance(expr, cst.Attribute) and (expr.attr.value in VIEW_ATTRIBUTES or expr.attr.value == "data"):
             step = f".{expr.attr.value}"
             expr = expr.value
         elif isinstance(expr, cst.Subscript) and _is_basic_subscript(expr):
@@ -911,10 +925,33 @@ def written_bindings(
     ``target`` is one of them or a view :func:`_origins` follows)."""
     origins = _origins(target, reaching)
     if origins:
-        return origins, None
+        return _through_shared_locals(origins, reaching)
     written, through = _storage_of(target)
     origins = _origins(written, reaching) if through is not None else frozenset()
     return origins, through if origins else None
+
+
+def _through_shared_locals(
+    origins: frozenset[Binding], reaching: Callable[[cst.Name], frozenset[Binding]]
+) -> tuple[frozenset[Binding], str | None]:
+    """``origins`` with each local bound to ``.detach()`` or ``.data`` of a name
+    (``y = x.detach()``, ``w = weight.data``) replaced by that name's own origins, and the
+    first such step; ``origins`` as they are when there is none.  Only those two steps: a
+    local bound to an item (``grad = grads[0]``) is a value of its own to the rules that
+    ask which input or gradient a write reaches."""
+    found: set[Binding] = set()
+    through = None
+    for binding in origins:
+        value = binding.value if binding.how is How.ASSIGNMENT else None
+        written, step = _storage_of(value) if value is not None else (None, None)
+        sharing = step in (".detach()", ".data") and isinstance(written, cst.Name)
+        shared = _origins(written, reaching) if sharing else frozenset()
+        if shared:
+            found |= shared
+            through = through or step
+        else:
+            found.add(binding)
+    return frozenset(found), through
 
 
 def _is_basic_subscript(node: cst.Subscript) -> bool:

@@ -22,7 +22,7 @@ so only ``tuple(...)`` and tuple literals give positions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
@@ -37,16 +37,23 @@ Positions = list[list[cst.BaseExpression]]
 _MAX_LENGTH = 64
 # A branch that leaves the block (return, raise) and so never reaches the tuple.
 _EXITS = object()
+# The positions a name stands for inside a literal expression, or None.
+Named = Callable[[cst.Name], "Positions | None"]
 
 
-def literal_positions(node: cst.BaseExpression, kinds: tuple[type, ...] = (cst.List, cst.Tuple)) -> Positions | None:
+def literal_positions(
+    node: cst.BaseExpression, kinds: tuple[type, ...] = (cst.List, cst.Tuple), named: Named | None = None
+) -> Positions | None:
     """The positions of a literal of one of ``kinds``, or of literals joined by ``+`` and
-    repeated by an integer literal with ``*`` (starred literals inside included)."""
+    repeated by an integer literal with ``*`` (starred literals inside included).
+    ``named`` gives the positions of a name standing among them (``(None,) + grads``)."""
+    if named is not None and isinstance(node, cst.Name):
+        return named(node)
     if isinstance(node, kinds):
         found: Positions = []
         for element in node.elements:  # type: ignore[attr-defined]
             if isinstance(element, cst.StarredElement):
-                inner = literal_positions(element.value)
+                inner = literal_positions(element.value, named=named)
                 if inner is None:
                     return None
                 found.extend(inner)
@@ -54,7 +61,7 @@ def literal_positions(node: cst.BaseExpression, kinds: tuple[type, ...] = (cst.L
                 found.append([element.value])
         return found if len(found) <= _MAX_LENGTH else None
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        left, right = literal_positions(node.left, kinds), literal_positions(node.right, kinds)
+        left, right = literal_positions(node.left, kinds, named), literal_positions(node.right, kinds, named)
         if left is None or right is None or len(left) + len(right) > _MAX_LENGTH:
             return None
         return left + right
@@ -68,7 +75,7 @@ def literal_positions(node: cst.BaseExpression, kinds: tuple[type, ...] = (cst.L
             times = int(count.value, 0)
         except ValueError:
             return None
-        inner = literal_positions(sequence, kinds)
+        inner = literal_positions(sequence, kinds, named)
         if inner is None or len(inner) * times > _MAX_LENGTH:
             return None
         return [list(position) for _ in range(max(times, 0)) for position in inner]
@@ -78,12 +85,14 @@ def literal_positions(node: cst.BaseExpression, kinds: tuple[type, ...] = (cst.L
 def tuple_positions(model: MethodModel, ret: cst.Return) -> Positions | None:
     """The positions of the tuple ``ret`` returns, when it is not a plain tuple literal:
     tuple literals joined by ``+``/``*``, or ``tuple(x)`` of a list literal or a list
-    built by appends (see the module).  None for anything else."""
+    built by appends (see the module).  A name among the joined tuples (``(None,) * 2 +
+    grads``, ``(None, *grads)``) stands for the tuple literal that alone reaches it.  None
+    for anything else."""
     value = ret.value
     if value is None:
         return None
-    if isinstance(value, cst.BinaryOperation):
-        return literal_positions(value, (cst.Tuple,))
+    if isinstance(value, (cst.BinaryOperation, cst.Tuple)):
+        return literal_positions(value, (cst.Tuple,), lambda name: _bound_tuple(model, name))
     if not (
         isinstance(value, cst.Call)
         and dotted_name(value.func) == "tuple"
@@ -97,6 +106,16 @@ def tuple_positions(model: MethodModel, ret: cst.Return) -> Positions | None:
     if isinstance(argument, cst.Name):
         return built_list(model, argument, ret)
     return literal_positions(argument)
+
+
+def _bound_tuple(model: MethodModel, name: cst.Name) -> Positions | None:
+    """The positions of the tuple literal (or literals joined by ``+``/``*``) that is the
+    one assignment reaching ``name``; a tuple can't grow in place, so its other uses don't
+    matter, but a nested scope that rebinds it might."""
+    binding = model.only_assignment(name)
+    if binding is None or binding.value is None or binding.name in model.nested_uses:
+        return None
+    return literal_positions(binding.value, (cst.Tuple,))
 
 
 def built_list(model: MethodModel, name: cst.Name, ret: cst.Return) -> Positions | None:

@@ -136,17 +136,20 @@ def _visit_overridden(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
-def walk(node: cst.CSTNode, *, scopes: bool = True) -> Iterator[cst.CSTNode]:
+def walk(node: cst.CSTNode, *, scopes: bool = True, skip: tuple[type, ...] = ()) -> Iterator[cst.CSTNode]:
     """``node`` and every node under it, in the order :func:`visit` enters them.
 
     With ``scopes=False`` the nodes under a nested ``def``, ``class`` or ``lambda``
     (other than ``node`` itself) are left out: that code does not run where it is written.
+    The nodes under a node of a type in ``skip`` are left out too.
     """
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
         if not scopes and current is not node and isinstance(current, _SCOPES):
+            continue
+        if isinstance(current, skip):
             continue
         stack.extend(reversed(children(current)))
 

@@ -6,7 +6,7 @@ from typing import Callable, Sequence
 
 import libcst as cst
 
-from autograd_lint.model import flow
+from autograd_lint.model import flow, traverse
 from autograd_lint.model.exprs import dotted_name
 from autograd_lint.model.semantic import MethodModel, none_padding
 from autograd_lint.model.spec import CTX_METHODS, FunctionSpec, Kind, MethodSpec
@@ -21,6 +21,16 @@ def short(text: str, limit: int) -> str:
     """``text`` on one line, cut to at most ``limit`` characters (ending in ``...`` when cut)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def only_raises(node: cst.FunctionDef | None) -> bool:
+    """Whether the method's body ends in a top-level ``raise`` and returns nowhere."""
+    if node is None or not isinstance(node.body, cst.IndentedBlock) or not node.body.body:
+        return False
+    last = node.body.body[-1]
+    if not (isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Raise) for s in last.body)):
+        return False
+    return not any(isinstance(n, (cst.Return, cst.Yield)) for n in traverse.walk(node.body, scopes=False))
 
 
 def takes_ctx(function: FunctionSpec, name: str) -> bool:

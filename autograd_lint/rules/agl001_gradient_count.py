@@ -442,7 +442,39 @@ class GradientCount(Rule):
                     return grad * b, grad * a
             """,
         ),
+        # `(None,) * 2 + grads`, grads a tuple literal: 4 gradients for 4 inputs; a tuple
+        # grown in a loop has no known length.
+        Valid(
+            """
+            import torch
+
+            class ShardedLinear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, group, chunks, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x @ w.t()
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, w = ctx.saved_tensors
+                    grads = (g @ w, g.t() @ x)
+                    return (None,) * 2 + grads
+
+            class Stack(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, n, x, y):
+                    return x + y
+
+                @staticmethod
+                def backward(ctx, g):
+                    grads = ()
+                    for _ in range(2):
+                        grads = grads + (g,)
+                    return (None,) + grads
+            """
+        ),
     ]
+
     INVALID = [
         # A gradient list built by appends (one per branch) and an extend: 4 for 5 inputs.
         Invalid(
@@ -468,6 +500,26 @@ class GradientCount(Rule):
             """,
             line=18,
             message="PerSample.backward returns 4 gradients, but forward takes 5 inputs",
+        ),
+        # A tuple bound to a name, joined to leading Nones: 3 + 2 for 4 inputs.
+        Invalid(
+            """
+            import torch
+
+            class ShardedLinear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, group, chunks, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x @ w.t()
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, w = ctx.saved_tensors
+                    grads = (g @ w, g.t() @ x)
+                    return (None, None, None) + grads
+            """,
+            line=13,
+            message="ShardedLinear.backward returns 5 gradients, but forward takes 4 inputs (extra gradients must be None)",
         ),
         # One gradient parameter returned alone while forward takes two inputs.
         Invalid(

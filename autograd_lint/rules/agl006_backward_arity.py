@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import libcst as cst
 
-from autograd_lint.model import traverse
-from autograd_lint.rules._common import plural
+from autograd_lint.rules._common import only_raises, plural
 from autograd_lint.rules.base import (
     FunctionContext,
     Invalid,
@@ -43,7 +41,7 @@ class BackwardArity(Rule):
         function = ctx.function
         for name in ("backward", "vjp"):
             method = function.methods.get(name)
-            if method is None or method.has_var_positional or _only_raises(method.node):
+            if method is None or method.has_var_positional or only_raises(method.node):
                 continue
             grads = method.positional[1:]
             required = sum(1 for p in grads if p.is_required_positional)
@@ -333,13 +331,3 @@ class BackwardArity(Rule):
             min_python=(3, 12),
         ),
     ]
-
-
-def _only_raises(node: cst.FunctionDef | None) -> bool:
-    """Whether the method's body ends in a top-level ``raise`` and returns nowhere."""
-    if node is None or not isinstance(node.body, cst.IndentedBlock) or not node.body.body:
-        return False
-    last = node.body.body[-1]
-    if not (isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Raise) for s in last.body)):
-        return False
-    return not any(isinstance(n, (cst.Return, cst.Yield)) for n in traverse.walk(node.body, scopes=False))

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from autograd_lint.model.semantic import Sink
 from autograd_lint.model.spec import FunctionSpec, MethodSpec
-from autograd_lint.rules._common import ctx_writers
+from autograd_lint.rules._common import ctx_writers, only_raises
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 # Attributes every ctx has (dir() of a Function's backward class in torch 2.13, public part).
@@ -32,7 +32,7 @@ def _set_attributes(method: MethodSpec) -> set[str] | None:
     ctx_name = method.ctx_name
     if model is None or ctx_name is None:
         return None
-    if ctx_name not in model.params or model.escapes(ctx_name):
+    if ctx_name not in model.params or model.escapes(ctx_name, setattr_stores=True):
         return None
     if any(owner == ctx_name and attr == "__dict__" for owner, attr, _ in model.attribute_reads):
         return None
@@ -70,10 +70,12 @@ class CtxAttributeNeverSet(Rule):
     split style, or the readers themselves), and ``<name>`` is not an attribute every
     ctx has (``saved_tensors``, ``needs_input_grad``...).  The rule stays silent when
     attributes can be set out of its sight: ctx passed to any call (a helper,
-    ``setattr``), stored, aliased or rebound, used in a nested function, ``ctx.__dict__`` touched, a base class
+    ``setattr`` with a name that is not a string literal), stored, aliased or rebound, used in a nested function, ``ctx.__dict__`` touched, a base class
     outside the analysed files, a private name (``ctx._...``), an assignment to
     ``<anything>.<name>`` elsewhere in the module (the ctx is the output's
-    ``grad_fn``), or a legacy Function with instance methods.  ``vmap`` receives no
+    ``grad_fn``), a legacy Function with instance methods, or a class with no ``forward``
+    of its own or its bases' (or one that only raises): its backward runs only under a
+    subclass's forward, which may be in a file not analysed with it.  ``vmap`` receives no
     ctx and is not checked."""
 
     code = "AGL031"
@@ -89,6 +91,9 @@ class CtxAttributeNeverSet(Rule):
         readers = [m for name in _READERS if (m := function.methods.get(name)) is not None and ctx.own(m)]
         if not readers or not all(m.is_staticmethod or m.is_classmethod for m in function.effective_methods.values()):
             return  # a legacy instance-method Function keeps its state on `self`
+        forward = function.method("forward")
+        if forward is None or only_raises(forward.node):
+            return  # backward runs only under a subclass's forward, which may be in another file
         set_attributes = _every_set_attribute(function)
         if set_attributes is None:
             return
@@ -194,6 +199,38 @@ class CtxAttributeNeverSet(Rule):
                 return out
             """
         ),
+        # setattr with a literal name sets that attribute.
+        Valid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, scale: float):
+                    setattr(ctx, "scale", scale)
+                    return x * scale
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.scale, None
+            """
+        ),
+        # A base class with no forward: its subclasses (in other files) set ctx.weight.
+        Valid(
+            """
+            import torch
+
+            class ChunkedLossBase(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    raise NotImplementedError
+
+                @staticmethod
+                def backward(ctx, grad_output):
+                    (grad_x,) = ctx.saved_tensors
+                    return grad_x * grad_output, ctx.weight * grad_output
+            """
+        ),
         Valid(
             """
             from mylib import BaseFunction
@@ -206,6 +243,24 @@ class CtxAttributeNeverSet(Rule):
         ),
     ]
     INVALID = [
+        # `setattr(ctx, "scale", s)` is `ctx.scale = s`: the misspelt read is still a misspelling.
+        Invalid(
+            """
+            import torch
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, scale: float):
+                    setattr(ctx, "scale", scale)
+                    return x * scale
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.scael, None
+            """,
+            line=11,
+            message="Scale.backward reads ctx.scael, which is never set (forward sets ctx.scale)",
+        ),
         Invalid(
             """
             import torch

@@ -31,9 +31,10 @@ class NoneGradientForUsedInput(Rule):
     module that makes it an ``nn.Parameter``, :mod:`autograd_lint.model.trainable`).  Such an
     input gets no gradient: a bias is silently never trained.  Whether an input requires
     grad is the callers' choice (a mean computed under ``torch.no_grad()`` is passed without
-    history on purpose), so without such a call the rule is silent.  Inputs forward
-    rebinds, and inputs of unknown or integer kind, are left alone; so are Functions whose
-    returns are not all tuple literals."""
+    history on purpose), so without such a call the rule is silent; with one, an unannotated
+    input is a tensor (only floating-point tensors require grad).  Inputs forward rebinds,
+    and inputs of a non-tensor kind (annotated ``int``), are left alone; so are Functions
+    whose returns are not all tuple literals."""
 
     code = "AGL036"
     title = "backward returns None for an input the output is computed from"
@@ -72,7 +73,7 @@ class NoneGradientForUsedInput(Rule):
             param = model.params.get(name)
             if param is None or model.is_rebound(name):
                 continue
-            if not (param.kind is Kind.TENSOR or (param.kind is Kind.UNKNOWN and _used_as_float_tensor(model, param))):
+            if param.kind is not Kind.TENSOR and param.kind is not Kind.UNKNOWN:
                 continue
             use = _differentiable_use(model, param)
             if use is None:
@@ -81,7 +82,7 @@ class NoneGradientForUsedInput(Rule):
                 trainable = _trainable_positions(ctx)
             passed = trainable.get(index)
             if passed is None:
-                continue
+                continue  # (what requires grad is a floating-point tensor, so an unannotated input is one)
             yield Report(
                 backward.position,
                 f"{function.name}.backward returns None as the gradient of `{name}`, which forward's output "
@@ -208,7 +209,7 @@ class NoneGradientForUsedInput(Rule):
             Gather.apply(torch.randn(3, requires_grad=True), index, torch.nn.Parameter(torch.ones(())))
             """
         ),
-        # An unannotated input used only as a number (a size): no evidence it is a tensor.
+        # Inputs used only in an index (sizes): no differentiable path to the output.
         Valid(
             """
             import torch
@@ -230,6 +231,35 @@ class NoneGradientForUsedInput(Rule):
         ),
     ]
     INVALID = [
+        # Unannotated: the module passes an nn.Parameter there, so it is a float tensor.
+        Invalid(
+            """
+            import torch
+
+            class LinearFn(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight, bias):
+                    ctx.save_for_backward(x, weight)
+                    return x @ weight.t() + bias
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, weight = ctx.saved_tensors
+                    return g @ weight, g.t() @ x, None
+
+            class MyLinear(torch.nn.Module):
+                def __init__(self, i, o):
+                    super().__init__()
+                    self.weight = torch.nn.Parameter(torch.randn(o, i))
+                    self.bias = torch.nn.Parameter(torch.zeros(o))
+
+                def forward(self, x):
+                    return LinearFn.apply(x, self.weight, self.bias)
+            """,
+            line=10,
+            message="LinearFn.backward returns None as the gradient of `bias`, which forward's output is computed "
+            "from (`x @ weight.t() + bias`) and which `LinearFn.apply` on line 21 passes `self.bias`",
+        ),
         Invalid(
             """
             import torch
@@ -357,29 +387,6 @@ def _differentiable_use(model: MethodModel, param: Binding) -> str | None:
     return None
 
 
-# Attributes only a tensor has (not a Python number): evidence that an unannotated input is one.
-_TENSOR_ATTRIBUTES = frozenset(
-    "shape dtype device t view reshape contiguous size dim ndim numel transpose unsqueeze squeeze expand "
-    "permute is_cuda stride data_ptr".split()
-)
-_NOT_FLOAT = frozenset("long int bool short byte".split())
-
-
-def _used_as_float_tensor(model: MethodModel, param: Binding) -> bool:
-    """Whether forward uses ``param`` as a tensor (``bias.view(...)``, ``x.shape``) and never
-    as an index or an integer tensor (``x[param]``, ``param.long()``)."""
-    tensor = False
-    for use in model.uses(param):
-        parent = model.parent(use)
-        if isinstance(parent, cst.Attribute) and parent.value is use:
-            if parent.attr.value in _NOT_FLOAT:
-                return False
-            tensor = tensor or parent.attr.value in _TENSOR_ATTRIBUTES
-        if isinstance(parent, (cst.SubscriptElement, cst.Index)):
-            return False
-    return tensor
-
-
 def _is_param(model: MethodModel, expr: cst.BaseExpression, param: Binding) -> bool:
     """Whether ``expr`` is ``param``'s object or a view of it (``bias``, ``bias.view(1, -1)``)."""
     origins = model.origins(expr)
@@ -387,4 +394,6 @@ def _is_param(model: MethodModel, expr: cst.BaseExpression, param: Binding) -> b
 
 
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield from traverse.walk(node, scopes=False)
+    """The nodes of ``node`` that compute values: not an index (``x[: a + b]`` is no
+    differentiable path in ``a``), not a nested scope (it does not run where it is written)."""
+    yield from traverse.walk(node, scopes=False, skip=(cst.SubscriptElement,))

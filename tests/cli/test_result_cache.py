@@ -384,3 +384,24 @@ def test_a_digest_is_remembered_only_for_a_file_unchanged_well_before_it_was_has
     again = ResultCache(str(tmp_path / DIRECTORY), "context")
     assert again.known_content(str(racy), infos[racy]) is None
     assert again.known_content(str(settled), infos[settled]) == b"settled"
+
+
+def test_a_store_written_by_another_run_meanwhile_is_merged_not_lost(tmp_path: Path) -> None:
+    # A run writes its store without reading it again when the file is still the one it
+    # read; when another run replaced it meanwhile, that run's entries are kept.
+    from autograd_lint.model.result_cache import ResultCache
+
+    earlier = ResultCache(str(tmp_path), "ctx")
+    earlier.put(b"k0", (), "from an earlier run", plain=True)
+    assert earlier.save() is None
+    first, second = ResultCache(str(tmp_path), "ctx"), ResultCache(str(tmp_path), "ctx")  # both read it
+    second.put(b"k2", (), "from the second run", plain=True)
+    assert second.save() is None
+    first.put(b"k1", (), "from the first run", plain=True)
+    assert first.save() is None
+    merged = ResultCache(str(tmp_path), "ctx")
+    assert merged.get(b"k1") == ((), "from the first run") and merged.get(b"k2") == ((), "from the second run")
+    merged.put(b"k3", (), "from the third run", plain=True)
+    assert merged.save() is None  # the file is still the one it read: written from what it holds
+    keys = (b"k0", b"k1", b"k2", b"k3")
+    assert {key for key in keys if ResultCache(str(tmp_path), "ctx").get(key)} == set(keys)

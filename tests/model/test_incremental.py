@@ -174,3 +174,16 @@ def test_the_statement_lines_of_the_latest_texts_are_kept_and_the_oldest_dropped
         statements.remember(text, ast.parse(text))
     assert statements.spans_of(texts[-1]) is not None and statements.spans_of(texts[1]) is not None
     assert statements.spans_of(texts[0]) is None
+
+
+def test_the_guards_cpython_tree_is_the_one_ast_gives_for_that_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ast
+
+    from autograd_lint.model import source
+
+    text = _HEAD + "\n\nx = Scale.apply(1)\n"
+    expected = ast.dump(ast.parse(text), include_attributes=True)
+    compile_like_cpython(text, "m.py")
+    monkeypatch.setattr(source.ast, "parse", lambda *args, **kwargs: pytest.fail("parsed a second time"))
+    kept = source.python_tree(text)
+    assert kept is not None and ast.dump(kept, include_attributes=True) == expected

@@ -431,6 +431,10 @@ def test_inplace_writes_through_detach_views_and_collectives() -> None:
             broadcast(z, 0)
             w.data.clamp_(-1, 1)
             xs[0].add_(1)
+            d = y.detach()
+            d.sign_()
+            item = xs[1]
+            item.div_(3)
             return mask
         """
     )
@@ -438,8 +442,10 @@ def test_inplace_writes_through_detach_views_and_collectives() -> None:
     assert found == [
         ("add_()", ["xs"], "[...]"),
         ("apply_()", ["x"], ".detach()"),
-        ("clamp_()", [], None),  # `.data` is the deliberate, untracked way: not seen through
+        ("clamp_()", ["w"], ".data"),  # untracked, but the caller's tensor all the same
+        ("div_()", ["item"], None),  # an item bound to a local is a value of its own
         ("mul_()", ["z"], None),  # `.t()` is an alias method already
+        ("sign_()", ["y"], ".detach()"),  # through a local bound to `y.detach()`
         ("torch.distributed.all_reduce()", ["w"], None),
         ("torch.distributed.broadcast()", ["z"], None),
         ("zero_()", ["y"], "[...]"),

@@ -68,6 +68,18 @@ def test_literals_joined_and_repeated() -> None:
     ) == [("None", "None", "g"), ("g", "None", "None")]
 
 
+def test_a_tuple_bound_to_a_name_among_joined_tuples() -> None:
+    assert returned(
+        """
+        def backward(ctx, g):
+            grads = (g * 2, g * 3)
+            if ctx.a:
+                return (None,) * 2 + grads
+            return (None, *grads)
+        """
+    ) == [("None", "None", "g * 2", "g * 3"), ("None", "g * 2", "g * 3")]
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -84,6 +96,9 @@ def test_literals_joined_and_repeated() -> None:
         "results = [g]\nif g is None:\n    results = [None, None]\nreturn tuple(results)",  # two bindings reach
         "return (None,) * n + (g,)",  # a repetition of unknown count
         "return [None] + [g]",  # a list: one value
+        "grads = (g,)\nif g is None:\n    grads = ()\nreturn (None,) + grads",  # two bindings reach
+        "grads = ()\nfor x in grads:\n    grads = grads + (x,)\nreturn (None,) + grads",  # grown in a loop
+        "grads = [g]\nreturn (None, *grads)",  # a list name: not followed
     ],
 )
 def test_undecided_shapes_give_no_elements(body: str) -> None:
