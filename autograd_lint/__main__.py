@@ -1,7 +1,5 @@
 """``python -m autograd_lint`` runs the command line."""
 
-import sys
+from autograd_lint.cli import console
 
-from autograd_lint.cli import main
-
-sys.exit(main())
+console()

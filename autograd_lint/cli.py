@@ -13,7 +13,7 @@ import importlib
 import io
 import os
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from autograd_lint import __version__
 
@@ -108,3 +108,38 @@ def _quiet_broken_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+def console() -> NoReturn:
+    """The console script and ``python -m autograd_lint``: :func:`main`, then the exit.
+
+    After a ``check``, the process ends without the interpreter's teardown once its
+    output is flushed, as mypy's command line does: freeing the objects of libcst and
+    the rules, one by one, cost 0.15-0.2 s of CPU, a fifth of a run over a tree with one
+    file edited.  Only when nothing waits for the exit: no ``atexit`` handler (coverage.py
+    measuring the run, a pool's clean-up) and no thread the interpreter would join.
+    """
+    code = main()
+    if _exits_quickly():
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):  # the usual exit says what went wrong
+            sys.exit(code)
+        os._exit(code)
+    sys.exit(code)
+
+
+def _exits_quickly() -> bool:
+    """Whether this run may end without the interpreter's teardown (see :func:`console`)."""
+    import atexit
+    import threading
+
+    first = next((argument for argument in sys.argv[1:] if not argument.startswith("-")), None)
+    callbacks = getattr(atexit, "_ncallbacks", None)  # CPython's; elsewhere: the usual exit
+    return (
+        first == "check"
+        and callbacks is not None
+        and callbacks() == 0
+        and all(thread.daemon or thread is threading.main_thread() for thread in threading.enumerate())
+    )

@@ -141,7 +141,15 @@ AREAS = (
           "tests/rules/test_usage.py", "tests/model/test_flow.py", "tests/model/test_sequences.py",
           "tests/model/test_trainable.py", "tests/model/test_helpers.py",
           # Killed survivors of seed 41 that the list above missed (docs/testing.md).
-          "tests/customops/test_picked_source.py", "tests/rules/test_cross_file_apply.py")),
+          "tests/customops/test_picked_source.py", "tests/rules/test_cross_file_apply.py",
+          # And of seed 53: the fast tests of these files (docs/testing.md).
+          "tests/customops/test_model.py", "tests/robustness/test_discovery_scopes.py", "tests/cli/test_result_cache.py",
+          # And of seed 61.
+          "tests/model/test_incremental.py"),
+         # Left out: a flake8 subprocess per rule example, a 2,500-deep expression (about 20 s
+         # here), and the CLI runs of the result cache but one (its in-process tests stay).
+         select="not (flake8_agrees_with_check_on_each_custom_op_example or as_deep_as_cpython_compiles_is_analysed) "
+                "and (not test_result_cache or warm_run_prints or remembered_only or only_what_changed)"),
     Area("rules", ("autograd_lint/rules",),
          ("tests/rules/test_rule_examples.py", "tests/rules/test_agl003_allowlist.py",
           "tests/rules/test_gradient_given.py", "tests/rules/test_issue23_consequences.py",
@@ -163,7 +171,9 @@ AREAS = (
           "tests/gentests/test_not_derivative_static.py", "tests/gentests/test_low_precision.py",
           "tests/gentests/test_command.py",
           # Killed survivors of seed 53 that the list above missed (docs/testing.md).
-          "tests/gentests/test_process_groups.py"),
+          "tests/gentests/test_process_groups.py",
+          # pickled.py's own unit tests (subclass arguments kept and rebuilt), missed by the list until session 6.
+          "tests/gentests/test_subclass_arguments.py"),
          # Left out: the tests that run a generated module's gradchecks under pytest in a
          # subprocess (20 to 60 s each here): twelve minutes for one unmutated run with them.
          select="not (declared or evidence_in_forward or dependency_is_missing or pickled_cuda or recorded_cuda "
@@ -518,15 +528,29 @@ def area_command(area: Area, module: str, chosen: list[str] | None = None) -> li
 # first on PYTHONPATH): coverage.py with the test that is running as its context, read from
 # AGL_MUTATION_TEST (set by bench/mutation_plugin.py); a process forked from a measured one
 # (the CLI tests fork the test process; discovery forks workers) starts a measurement of its
-# own under the same name and saves it at os._exit, which skips the atexit handlers.
+# own under the same name and saves it at os._exit, which skips the atexit handlers.  A test
+# that starts a coverage measurement of its own (tests/coverage/) suspends this one while its
+# own runs, hiding the lines run meanwhile: its name is written to AGL_MUTATION_BLIND.
 SITECUSTOMIZE = '''
 import atexit, os
 if os.environ.get("AGL_MUTATION_RC"):
     import coverage
 
+    _agl_mine = []
+    _agl_real_start = coverage.Coverage.start
+
+    def _agl_start_any(self):
+        if not any(self is mine for mine in _agl_mine):
+            with open(os.environ["AGL_MUTATION_BLIND"], "a", encoding="utf-8") as blind:
+                blind.write(os.environ.get("AGL_MUTATION_TEST", "") + "\\n")
+        return _agl_real_start(self)
+
+    coverage.Coverage.start = _agl_start_any
+
     def _agl_start():
         measuring = coverage.Coverage(config_file=os.environ["AGL_MUTATION_RC"], data_suffix=True,
                                       context=os.environ.get("AGL_MUTATION_TEST") or None)
+        _agl_mine.append(measuring)
         measuring.start()
         owner = os.getpid()
 
@@ -562,12 +586,15 @@ class Selection:
 
     tests: list[str]  # node ids, in the order they ran
     contexts: dict[str, dict[int, set[str]]]  # module (relative) -> line -> contexts ("" : no test)
+    # The tests that started a coverage measurement of their own: what they ran meanwhile is
+    # unseen, so they are selected for every mutant.
+    blind: frozenset[str] = frozenset()
 
     def for_lines(self, module: str, lines: range) -> list[str] | None:
         """The tests to run against a mutant on ``lines`` of ``module``: those that ran one of
-        the lines; None for the whole list (a line ran outside any test: at import, at
-        collection); [] where no test ran any of them."""
-        names: set[str] = set()
+        the lines, and the blind ones; None for the whole list (a line ran outside any test: at
+        import, at collection); [] where no test ran any of them and none is blind."""
+        names: set[str] = set(self.blind)
         for line in lines:
             names |= self.contexts.get(module, {}).get(line, set())
         if "" in names or "@" in names:
@@ -586,9 +613,17 @@ def measure_selection(area: Area, copy: Path, env: dict[str, str], timeout: floa
     rc = work / "coveragerc"
     rc.write_text(f"[run]\ndata_file = {work / 'data' / '.coverage'}\nsource = {copy / 'autograd_lint'}\n")
     (work / "data").mkdir()
+    (work / "data").chmod(0o777)  # for the measurement of the runs as nobody, too
     log = work / "tests.txt"
+    blind = work / "blind.txt"
+    blind.touch(mode=0o666)
+    blind.chmod(0o666)
+    # AUTOGRAD_LINT_TESTS_SUBPROCESS: tests/pytest_process.py forks pytester's runs from a
+    # zygote started without PYTHONPATH (so without this measurement); a real interpreter per
+    # run is measured, under the name of the test that started it.
     measured_env = {**env, "PYTHONPATH": f"{work / 'site'}{os.pathsep}{env['PYTHONPATH']}",
-                    "AGL_MUTATION_RC": str(rc), "AGL_MUTATION_TESTS": str(log)}
+                    "AGL_MUTATION_RC": str(rc), "AGL_MUTATION_TESTS": str(log), "AGL_MUTATION_BLIND": str(blind),
+                    "AUTOGRAD_LINT_TESTS_SUBPROCESS": "1"}
     outcome, seconds = run_tests(area_command(area, ""), copy, measured_env, timeout)
     if outcome != "passed":
         raise SystemExit(f"area {area.name}: the tests do not pass under coverage without any mutant ({outcome})")
@@ -599,7 +634,10 @@ def measure_selection(area: Area, copy: Path, env: dict[str, str], timeout: floa
     for measured in data.measured_files():
         relative = str(Path(measured).relative_to(copy))
         contexts[relative] = {line: set(names) for line, names in data.contexts_by_lineno(measured).items()}
-    return Selection(log.read_text().splitlines(), contexts), seconds
+    unseen = frozenset(blind.read_text().splitlines())
+    if unseen:
+        print(f"  tests that start their own coverage (selected for every mutant): {sorted(unseen)}", file=sys.stderr)
+    return Selection(log.read_text().splitlines(), contexts, unseen), seconds
 
 
 def statement_lines(source: str, line: int, column: int) -> range:
@@ -662,6 +700,9 @@ def run_area(area: Area, size: int, seed: int, timeout: float | None, select: bo
     sizes, drawn = (draw_area(area, size, seed) if replay is None
                     else ({m: 0 for m in area_modules(area)}, replay))
     with tempfile.TemporaryDirectory(prefix="agl-mutation-") as name:
+        # The permission tests run the CLI as nobody (tests/other_user.py): it must read the
+        # mutated copy (else it imports the editable install, unmutated) and be measured.
+        os.chmod(name, 0o755)
         copy = Path(name) / "repo"
         copy_checkout(copy)
         # Subprocesses the tests start import the mutated copy, not the editable install.

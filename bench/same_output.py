@@ -56,7 +56,12 @@ import accuracy  # noqa: E402  (bench/accuracy.py: the pinned trees and their ex
 FORMATS = ("text", "json")
 # Runs the package found first on sys.path[1] (the given source tree); -P keeps the
 # working directory (a linted tree) from shadowing it or the standard library.
-_LAUNCH = "import sys; sys.path.insert(0, sys.argv.pop(1)); from autograd_lint.cli import main; sys.exit(main())"
+# As the console script does: `console` where the tree has it (it ends a check without the
+# interpreter's teardown), else `main`.
+_LAUNCH = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); from autograd_lint import cli; "
+    "cli.console() if hasattr(cli, 'console') else sys.exit(cli.main())"
+)
 _CODES = (
     "import sys; sys.path.insert(0, sys.argv[1]); from autograd_lint.rules import all_rules; "
     "print(','.join(r.code for r in all_rules()))"

@@ -27,7 +27,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-_LAUNCH = "import sys; sys.path.insert(0, sys.argv.pop(1)); from autograd_lint.cli import main; sys.exit(main())"
+# As the console script does: `console` where the tree has it (it ends a check without the
+# interpreter's teardown), else `main`.
+_LAUNCH = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); from autograd_lint import cli; "
+    "cli.console() if hasattr(cli, 'console') else sys.exit(cli.main())"
+)
 
 
 def command(src: Path, path: str, *extra: str, cache: bool = False) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Sequence
 from autograd_lint import noqa
 from autograd_lint.model.analysis import FileAnalysis, ModuleNeed, analyze
 from autograd_lint.model.extract import is_decorated
-from autograd_lint.model.guard import run_guarded, stage
+from autograd_lint.model.guard import fewer_collections, run_guarded, stage
 from autograd_lint.model.source import SourceFile, split_lines
 from autograd_lint.model.spec import FunctionSpec
 from autograd_lint.rules import all_rules
@@ -154,8 +154,9 @@ def check_source(source: SourceFile, settings: Settings) -> SourceCheck:
     """
 
     def check() -> SourceCheck:
-        analysis = analyze(source, {}, settings, module_needs(settings), compile_whole=True)
-        return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
+        with fewer_collections():
+            analysis = analyze(source, {}, settings, module_needs(settings), compile_whole=True)
+            return SourceCheck(analysis.functions, check_analysis(analysis, settings), analysis)
 
     return run_guarded(source.path, "checking the file", check)
 

@@ -20,7 +20,6 @@ count all of the run's ``apply`` calls agree on (:mod:`autograd_lint.model.apply
 from __future__ import annotations
 
 import functools
-import gc
 import os
 import pickle
 import re
@@ -30,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeAlias, TypeVar
 
-from autograd_lint.model.guard import in_deep_stack, run_guarded, stage
+from autograd_lint.model.guard import fewer_collections, in_deep_stack, run_guarded, stage
 from autograd_lint.model.locate import INDENT, line_matches
 from autograd_lint.settings import Settings
 from autograd_lint.model.source import (
@@ -69,11 +68,6 @@ _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _AS_NAME = re.compile(r"[ \t]as[ \t]+([A-Za-z_]\w*)")
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 8
-# The cyclic garbage collector's thresholds during a run.  At Python's defaults its
-# collections took 10% of a run over the torch tree: an analysis builds and drops
-# trees of many objects, with little cyclic garbage among them (libcst nodes do not
-# link to their parents).
-_GC_THRESHOLDS = (10_000, 50, 100)
 # How much source text (characters) of files waiting for the last round one process
 # keeps parsed (libcst trees take about 35 bytes per character); files past it are
 # parsed again in the last round.
@@ -525,11 +519,14 @@ def run(
     """
     errors: list[SourceError] = []
     targets: dict[str, bool] = {}
+    infos: dict[str, os.stat_result] = {}
     for target in iter_targets(paths, settings) if walked is None else walked:
         if isinstance(target, SourceError):
             errors.append(target)
         else:
             targets.setdefault(target.path, target.explicit)
+            if target.info is not None:
+                infos.setdefault(target.path, target.info)
     extra = _words_pattern(name.rsplit(".", 1)[-1] for name in settings.extra_bases)
     roots = _import_roots(paths)
     digests = cache is not None
@@ -539,41 +536,38 @@ def run(
     known: dict[str, FunctionSpec] = {}
     rounds: _Rounds | _Memo = _Rounds(settings.jobs or os.cpu_count() or 1)
     if cache is not None:
-        rounds = _Memo(rounds, cache)
+        rounds = _Memo(rounds, cache, infos)
     _kept.clear()
-    thresholds = gc.get_threshold()
-    # The workers forked below inherit this.
-    gc.set_threshold(*(max(now, run_long) for now, run_long in zip(thresholds, _GC_THRESHOLDS)))
-    try:
-        while tasks:
-            for result in rounds.run(tasks, state):
-                results[result.path] = result
-            fresh = [f for path, _, _ in tasks for f in results[path].functions if f.full_name not in known]
-            if not fresh:
-                break
-            new = {f.full_name: f for f in fresh}
-            new.update(_namespace_aliases(fresh, roots, {**known, **new}))
-            known.update(new)
-            # A file refers to a Function of another module by its top-level name.
-            top_names = {f.qualname.split(".", 1)[0] for f in new.values()}
-            mention = _words_pattern(top_names)
-            state = _Round(dict(known), settings, job, needs, mention=mention, digests=digests)
-            tasks = [
-                (path, targets[path], result.analysed)
-                for path, result in results.items()
-                if (result.analysed and result.open_refs & new.keys())
-                or _may_derive_from(result, top_names)
-            ]
-        from autograd_lint.model.apply_sites import agreed_arities
+    with fewer_collections():  # the workers forked below inherit it
+        try:
+            while tasks:
+                for result in rounds.run(tasks, state):
+                    results[result.path] = result
+                fresh = [f for path, _, _ in tasks for f in results[path].functions if f.full_name not in known]
+                if not fresh:
+                    break
+                new = {f.full_name: f for f in fresh}
+                new.update(_namespace_aliases(fresh, roots, {**known, **new}))
+                known.update(new)
+                # A file refers to a Function of another module by its top-level name.
+                top_names = {f.qualname.split(".", 1)[0] for f in new.values()}
+                mention = _words_pattern(top_names)
+                state = _Round(dict(known), settings, job, needs, mention=mention, digests=digests)
+                tasks = [
+                    (path, targets[path], result.analysed)
+                    for path, result in results.items()
+                    if (result.analysed and result.open_refs & new.keys())
+                    or _may_derive_from(result, top_names)
+                ]
+            from autograd_lint.model.apply_sites import agreed_arities
 
-        applies = agreed_arities(((r.path, site) for r in results.values() for site in r.apply_sites), known)
-        state = _Round(state.known, settings, job, needs, run_applies=applies, digests=digests)
-        _apply_across_files(results, targets, state, rounds)
-        _link_custom_ops(results, targets, state, rounds)
-    finally:
-        rounds.close()
-        _kept.clear()
-        gc.set_threshold(*thresholds)
+            applies = agreed_arities(((r.path, site) for r in results.values() for site in r.apply_sites), known)
+            state = _Round(state.known, settings, job, needs, run_applies=applies, digests=digests)
+            _apply_across_files(results, targets, state, rounds)
+            _link_custom_ops(results, targets, state, rounds)
+        finally:
+            rounds.close()
+            _kept.clear()
     errors.extend(r.error for r in results.values() if r.error is not None)
     ordered = [results[p] for p in sorted(results) if results[p].analysed and results[p].error is None]
     return Run(ordered, errors, files_seen=len(targets))
@@ -757,9 +751,10 @@ class _Memo:
     a cache, so the run's output is the one a fresh run gives.
     """
 
-    def __init__(self, rounds: _Rounds, cache: ResultCache) -> None:
+    def __init__(self, rounds: _Rounds, cache: ResultCache, infos: Mapping[str, os.stat_result]) -> None:
         self._rounds = rounds
         self._cache = cache
+        self._infos = infos  # each file's stat as the walk took it
         self._specs: dict[int, tuple[FunctionSpec, bytes]] = {}
 
     def run(self, tasks: list[_Task], state: _Round[T]) -> list[FileResult[T]]:
@@ -816,6 +811,14 @@ class _Memo:
 
     def _content(self, path: str) -> bytes | None:
         """The digest of the file's bytes: remembered by its ``stat`` signature, else read."""
+        walked = self._infos.get(path)
+        if walked is not None:
+            # The walk's stat, if it is one the store knows: no second stat of every file. That
+            # signature was trusted when it was stored, so its times lie far enough back now too.
+            digest = self._cache.known_content(path, walked)
+            if digest is not None:
+                self._cache.read(path, walked, digest, time.time_ns())
+                return digest
         try:
             taken = time.time_ns()
             info = os.stat(path)

@@ -13,6 +13,7 @@ import ast
 import functools
 import os
 import re
+import threading
 import tokenize
 from dataclasses import dataclass
 from typing import Sequence
@@ -79,15 +80,39 @@ def has_lone_cr(text: str) -> bool:
     return "\r" in text and _LONE_CR.search(text) is not None
 
 
-@functools.lru_cache(maxsize=8)
+# The last texts parsed by :mod:`ast`, with their trees (None: it does not parse), newest last.
+_TREES: dict[str, ast.Module | None] = {}
+_TREES_KEPT = 2
+_TREES_LOCK = threading.Lock()
+
+
 def python_tree(text: str) -> ast.Module | None:
     """``text`` parsed by :mod:`ast` (a small fraction of a libcst parse), or None when it does
     not parse.  Cached: the module's ``apply`` call sites are read for discovery's
-    cross-file counts and for the rules, from the same text.  Callers only read the tree."""
+    cross-file counts and for the rules, from the same text; and the guard, which parses
+    every analysed text with CPython first, leaves its tree here (:func:`keep_python_tree`).
+    Callers only read the tree."""
+    with _TREES_LOCK:
+        if text in _TREES:
+            tree = _TREES.pop(text)
+            _TREES[text] = tree
+            return tree
     try:
-        return ast.parse(text)
+        tree = ast.parse(text)
     except (SyntaxError, ValueError):
-        return None
+        tree = None
+    keep_python_tree(text, tree)
+    return tree
+
+
+def keep_python_tree(text: str, tree: ast.Module | None) -> None:
+    """Remember ``tree`` as what ``ast.parse(text)`` gives (the guard's own parse of ``text``,
+    made with the same flags: a whole-file parse less per check of a large file)."""
+    with _TREES_LOCK:
+        _TREES.pop(text, None)
+        _TREES[text] = tree
+        while len(_TREES) > _TREES_KEPT:
+            del _TREES[next(iter(_TREES))]
 
 
 @functools.lru_cache(maxsize=16)

@@ -459,13 +459,17 @@ class InputMutatedWithoutMarkDirty(Rule):
             line=6,
             message="writes its input `x` in place (AddAssign) but never calls ctx.mark_dirty(x)",
         ),
+        # An input annotated Optional: not known to be a tensor, and written as one all the same
+        # (the unannotated `x.add_(1)` is in the next example).
         Invalid(
             """
+            from typing import Optional
+
             import torch
 
             class AddOne(torch.autograd.Function):
                 @staticmethod
-                def forward(ctx, x):
+                def forward(ctx, x: Optional[torch.Tensor]):
                     x.add_(1)
                     return x
 
@@ -473,7 +477,7 @@ class InputMutatedWithoutMarkDirty(Rule):
                 def backward(ctx, grad):
                     return grad
             """,
-            line=6,
+            line=8,
             message="AddOne.forward writes its input `x` in place (add_()) but never calls ctx.mark_dirty(x)",
         ),
         # A write that is no data write (a list emptied) comes first: the writes after it are still read.

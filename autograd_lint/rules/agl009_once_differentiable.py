@@ -390,7 +390,8 @@ class OnceDifferentiable(Rule):
                     return grad_hidden * g, grad_weight * g
             """,
         ),
-        # Through a torch helper of the same file: its math reads the history-less `y`.
+        # Through a torch helper of the same file: its math reads the history-less `y`
+        # (read by its index in saved_tensors).
         Invalid(
             """
             import torch
@@ -407,7 +408,7 @@ class OnceDifferentiable(Rule):
 
                 @staticmethod
                 def backward(ctx, grad):
-                    (y,) = ctx.saved_tensors
+                    y = ctx.saved_tensors[0]
                     return _grad_input(grad * 2, y)
             """,
             line=14,
@@ -429,7 +430,7 @@ class OnceDifferentiable(Rule):
                 @staticmethod
                 @once_differentiable
                 def backward(ctx, grad):
-                    (y,) = ctx.saved_tensors
+                    y = ctx.saved_tensors[0]
                     return _grad_input(grad * 2, y)
             """,
         ),
@@ -696,8 +697,8 @@ class OnceDifferentiable(Rule):
                     return g, None
             """,
         ),
-        # Solver outputs kept on ctx, computed with in backward's own torch code, then
-        # passed to a helper: the backward computes with values without history.
+        # Solver outputs kept on ctx, computed with in backward's own torch code (through one
+        # plain local), then passed to a helper: the backward computes with values without history.
         Invalid(
             """
             import torch
@@ -714,7 +715,8 @@ class OnceDifferentiable(Rule):
                 @staticmethod
                 def backward(ctx, dz):
                     z, q, g = ctx.saved_tensors
-                    d = torch.clamp(ctx.lams, min=1e-8)
+                    lams = ctx.lams
+                    d = torch.clamp(lams, min=1e-8)
                     dq, dg = solve_kkt(q * d, dz)
                     return dq, dg
             """,
@@ -737,7 +739,8 @@ class OnceDifferentiable(Rule):
                 @once_differentiable
                 def backward(ctx, dz):
                     z, q, g = ctx.saved_tensors
-                    d = torch.clamp(ctx.lams, min=1e-8)
+                    lams = ctx.lams
+                    d = torch.clamp(lams, min=1e-8)
                     dq, dg = solve_kkt(q * d, dz)
                     return dq, dg
             """,

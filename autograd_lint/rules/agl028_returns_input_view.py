@@ -395,6 +395,28 @@ class ReturnsInputView(Rule):
             line=8,
             message="Straight.forward returns input `x` unchanged",
         ),
+        # A call on another object than ctx is work, not bookkeeping: no identity by design.
+        Invalid(
+            """
+            import logging
+
+            import torch
+
+            log = logging.getLogger(__name__)
+
+            class Traced(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    log.debug("forward of %s", x.shape)
+                    return x
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+            """,
+            line=11,
+            message="Traced.forward returns input `x` unchanged",
+        ),
         Invalid(
             """
             import torch
@@ -413,7 +435,7 @@ class ReturnsInputView(Rule):
             line=7,
             message="a view of input `x` as output 0",
         ),
-        # The view is the second output: the error names output 1.
+        # The view is the second output (after a local that is no input): the error names output 1.
         Invalid(
             """
             import torch
@@ -421,13 +443,14 @@ class ReturnsInputView(Rule):
             class PassSecond(torch.autograd.Function):
                 @staticmethod
                 def forward(ctx, x):
-                    return x * 2, x.view_as(x)
+                    doubled = x * 2
+                    return doubled, x.view_as(x)
 
                 @staticmethod
                 def backward(ctx, g0, g1):
                     return g0 * 2 + g1
             """,
-            line=6,
+            line=7,
             message="as output 1: changing that output in place raises `Output 1 of PassSecond is a view",
         ),
         # Split style: forward's parameters are all inputs.

@@ -92,7 +92,8 @@ class CtxComputedTensor(Rule):
                     return grad @ weight.t() * scale, ctx.x.t() @ grad * ctx.y.sum()
             """
         ),
-        # A buffer backward fills, a cache it deletes, and a computed tensor nothing reads.
+        # A buffer backward fills, a cache it deletes or resets to None, and a computed tensor
+        # nothing reads.
         Valid(
             """
             import torch
@@ -102,14 +103,16 @@ class CtxComputedTensor(Rule):
                 def forward(ctx, x: torch.Tensor):
                     ctx.buf = torch.empty_like(x)
                     ctx.cache = torch.exp(x)
+                    ctx.scale = torch.exp(x)
                     ctx.unused = torch.exp(-x)
                     ctx.save_for_backward(x)
                     return x * 2
 
                 @staticmethod
                 def backward(ctx, grad):
-                    ctx.buf.copy_(grad * 2)
+                    ctx.buf.copy_(grad * ctx.scale)
                     del ctx.cache
+                    ctx.scale = None
                     return ctx.buf
             """
         ),

@@ -356,13 +356,14 @@ class GuardedGradientUnbound(Rule):
 
                 @classmethod
                 def backward(cls, ctx, grad):
-                    if ctx.needs_input_grad[0]:
+                    need_a = ctx.needs_input_grad[0]  # a flag bound from one index
+                    if need_a:
                         grad_a = grad
                     if ctx.needs_input_grad[1]:
                         grad_b = grad
                     return grad_a, grad_b
             """,
-            line=14,
+            line=15,
             message="Add.backward returns `grad_a`",
         ),
     ]

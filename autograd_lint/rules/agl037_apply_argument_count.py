@@ -65,12 +65,15 @@ class ApplyArgumentCount(Rule):
             return
         if sum(1 for f in ctx.analysis.functions if f.name == function.name) != 1:
             return
+        calls = apply_calls(ctx.analysis.source.text).get(function.name, ())
+        if not calls:
+            return  # first: the bindings below take a walk of the whole module
         # Bound once anywhere in the module (its class statement): every `name.apply` means this class.
         bindings = ctx.analysis.bindings_anywhere
         if bindings is None or bindings.get(function.name, 0) != 1:
             return
         required = [p.name for p in inputs if p.default is None]
-        for call in apply_calls(ctx.analysis.source.text).get(function.name, ()):
+        for call in calls:
             where = Position(call.line, call.column)
             passed = f"{function.name}.apply on line {call.line} passes {plural(call.arguments, 'argument')}"
             if call.arguments < len(required):

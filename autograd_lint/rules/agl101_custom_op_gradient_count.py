@@ -70,6 +70,22 @@ class CustomOpGradientCount(Rule):
             double.register_autograd(backward)
             """
         ),
+        # A negated gradient is one tensor too.
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+
+            @torch.library.custom_op("demo::neg", mutates_args=())
+            def neg(x: Tensor) -> Tensor:
+                return -x
+
+            def backward(ctx, grad):
+                return -grad
+
+            neg.register_autograd(backward)
+            """
+        ),
         Valid(
             """
             import torch

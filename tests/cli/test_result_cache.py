@@ -19,7 +19,7 @@ import pytest
 
 from autograd_lint.lint.commands import check as check_command
 from autograd_lint.model import discovery
-from autograd_lint.model.result_cache import DIRECTORY
+from autograd_lint.model.result_cache import DIRECTORY, ResultCache
 from autograd_lint.settings import Settings
 from cli_process import run_cli
 
@@ -213,8 +213,9 @@ def test_an_unwritable_cache_warns_and_changes_nothing_else(tree: Path) -> None:
     assert check("-q", ".", cwd=tree)[2] == ""  # -q: the findings, nothing else
 
 
-def analysed(tree: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The files one cached run (in this process) analysed rather than took from the cache."""
+def analysed(tree: Path, monkeypatch: pytest.MonkeyPatch, paths: list[Path] | None = None) -> list[str]:
+    """The files one cached run (in this process, of ``paths``, else the tree) analysed rather
+    than took from the cache."""
     seen: list[str] = []
     real = discovery._Rounds.run
     real_finish = discovery._Rounds.finish
@@ -231,7 +232,7 @@ def analysed(tree: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(discovery._Rounds, "finish", spy_finish)
     settings = Settings(select=("ALL",), jobs=1)
     cache = discovery.open_cache(str(tree / DIRECTORY), settings, check_command._check_file, check_command._needs)
-    discovery.run([str(tree)], settings, check_command._check_file, check_command._needs, cache)
+    discovery.run([str(p) for p in paths or [tree]], settings, check_command._check_file, check_command._needs, cache)
     cache.save()
     monkeypatch.undo()
     return sorted(set(seen))
@@ -243,7 +244,11 @@ def test_only_what_changed_and_what_depends_on_it_is_analysed_again(
     assert "plain0.py" in analysed(tree, monkeypatch)
     assert analysed(tree, monkeypatch) == []
     (tree / "plain3.py").write_text("x = 33\n")
-    assert analysed(tree, monkeypatch) == ["plain3.py"]
+    with pytest.MonkeyPatch.context() as clock:  # a run of that file alone, an hour later, writes the store ...
+        hour_later = time.time_ns() + 3_600_000_000_000
+        clock.setattr(time, "time_ns", lambda: hour_later)
+        analysed(tree, monkeypatch, [tree / "plain3.py"])
+    assert analysed(tree, monkeypatch) == ["plain3.py"]  # ... and keeps the entries it did not use
     (tree / "base.py").write_text(BASE + "\n# a comment line moves nothing that matters... but the text changed\n")
     assert analysed(tree, monkeypatch) == ["base.py"]
     (tree / "base.py").write_text("\n" + BASE)  # Base's lines move: its spec changes, and Derived's result with it
@@ -362,3 +367,41 @@ def test_an_excluded_package_init_still_names_the_modules(tree: Path) -> None:
     same_as_fresh(tree, "--exclude", "__init__.py", ".")
     (package / "__init__.py").unlink()
     assert same_as_fresh(tree, "--exclude", "__init__.py", ".") == before
+
+
+def test_a_digest_is_remembered_only_for_a_file_unchanged_well_before_it_was_hashed(tmp_path: Path) -> None:
+    # A file written in the instant it is read may change again without changing its
+    # signature: its digest is not kept (read again next run); an older file's is.
+    racy, settled = tmp_path / "racy.py", tmp_path / "settled.py"
+    racy.write_text("x = 1\n")
+    settled.write_text("y = 2\n")
+    infos = {path: os.stat(path) for path in (racy, settled)}
+    written = {path: max(info.st_mtime_ns, info.st_ctime_ns) for path, info in infos.items()}
+    cache = ResultCache(str(tmp_path / DIRECTORY), "context")
+    cache.hashed(str(racy), infos[racy], b"racy", written[racy])
+    cache.hashed(str(settled), infos[settled], b"settled", written[settled] + 3_000_000_000)
+    assert cache.save() is None
+    again = ResultCache(str(tmp_path / DIRECTORY), "context")
+    assert again.known_content(str(racy), infos[racy]) is None
+    assert again.known_content(str(settled), infos[settled]) == b"settled"
+
+
+def test_a_store_written_by_another_run_meanwhile_is_merged_not_lost(tmp_path: Path) -> None:
+    # A run writes its store without reading it again when the file is still the one it
+    # read; when another run replaced it meanwhile, that run's entries are kept.
+    from autograd_lint.model.result_cache import ResultCache
+
+    earlier = ResultCache(str(tmp_path), "ctx")
+    earlier.put(b"k0", (), "from an earlier run", plain=True)
+    assert earlier.save() is None
+    first, second = ResultCache(str(tmp_path), "ctx"), ResultCache(str(tmp_path), "ctx")  # both read it
+    second.put(b"k2", (), "from the second run", plain=True)
+    assert second.save() is None
+    first.put(b"k1", (), "from the first run", plain=True)
+    assert first.save() is None
+    merged = ResultCache(str(tmp_path), "ctx")
+    assert merged.get(b"k1") == ((), "from the first run") and merged.get(b"k2") == ((), "from the second run")
+    merged.put(b"k3", (), "from the third run", plain=True)
+    assert merged.save() is None  # the file is still the one it read: written from what it holds
+    keys = (b"k0", b"k1", b"k2", b"k3")
+    assert {key for key in keys if ResultCache(str(tmp_path), "ctx").get(key)} == set(keys)

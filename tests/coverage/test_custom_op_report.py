@@ -57,6 +57,12 @@ def test_fill_lines_marks_unknown_without_coverage_and_splits_the_body() -> None
     assert (code.executed, code.missing) == ([11, 13], [12, 14])
     assert report.format_lines([row], "/p")[1].split()[-3:] == ["2/4", "12,", "14"]
     assert row.backward_ran  # a line ran (under torch.compile, counts can be 0)
+    # backward in a file coverage did not measure, setup_context in one it did: only the first is unknown
+    setup = report.CodeLines("/p/s.py", "setup", 20, 22)
+    both = report.Row("/p/m.py", "bw", 10, True, kind="custom_op", op="ns::op",
+                      code_lines={"backward": report.CodeLines("/p/m.py", "bw", 10, 14), "setup_context": setup})
+    report.fill_lines([both], {"/p/s.py": {20, 21, 22}}.get, {"/p/s.py": {21}}.get)
+    assert both.code_lines["backward"].executed is None and (setup.executed, setup.missing) == ([21], [22])
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +78,7 @@ def custom_op_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 @pytest.mark.slow
 @needs_torch
+@pytest.mark.xdist_group("custom_op_run")  # its module fixture runs once, on one worker
 def test_report_lists_each_op_backward_with_its_lines(custom_op_run: Run) -> None:
     run = custom_op_run
     # never's backward never ran: the run fails, naming it
@@ -135,6 +142,7 @@ def test_report_lists_each_op_backward_with_its_lines(custom_op_run: Run) -> Non
 
 @pytest.mark.slow
 @needs_torch
+@pytest.mark.xdist_group("custom_op_run")  # its module fixture runs once, on one worker
 def test_pragma_reads_only_function_rows(custom_op_run: Run) -> None:
     entries = report.read_code_runs(str(custom_op_run.root / "report.json"))
     assert [e.qualname for e in entries] == ["Twice"]

@@ -125,6 +125,19 @@ def test_syntax_error_is_named_and_the_rest_is_processed(project: Path, capsys: 
     assert (project / "ops.py").read_text() == MARKED
 
 
+def test_an_undecodable_byte_in_a_comment_is_named_and_the_file_left_as_it_is(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Python imports such a file (the byte is in a comment), but a rewrite would replace the byte.
+    latin = SOURCE.replace("import torch", "import torch  # caf\xe9", 1).encode("latin-1")
+    (project / "ops.py").write_bytes(latin)
+    offset = latin.index(b"\xe9")
+    assert main(["pragma", str(project)]) == 2
+    assert capsys.readouterr().err == (f"error: {project / 'ops.py'}:1: not rewritten: byte 0xe9 at offset "
+                                       f"{offset} is not utf-8 (Python skips it in a comment)\n")
+    assert (project / "ops.py").read_bytes() == latin
+
+
 def test_print_config_edits_nothing(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pragma", "--print-config", str(project)]) == 0
     assert (project / "ops.py").read_text() == SOURCE

@@ -95,6 +95,12 @@ def test_build_joins_counts_with_the_analyser_s_functions() -> None:
     assert rows_["Ran"].threads("backward") == ["main"] and rows_["Never"].threads("backward") == []
 
 
+def test_a_backward_that_ran_once_only_as_a_subclass_s_is_exercised() -> None:
+    """Base is never applied itself; the backward it defines ran once, through a subclass."""
+    base = report.Row(OPS, "Base", 34, True, backward_code_runs=1)
+    assert base.backward_ran and report.unexercised([base]) == []
+
+
 def runs_code_of_base() -> report.Counts:
     return {"backward": {"eager": {"thread": 1, "native": 2}}}
 

@@ -15,6 +15,9 @@ from conftest import Run, marked
 # torch only ever runs in the subprocesses.
 pytestmark = [
     pytest.mark.slow,
+    # One worker runs them all (CI: --dist loadgroup): a session fixture runs once per
+    # worker, and each is a compiled subprocess run of 10-40 s.
+    pytest.mark.xdist_group("sample_project_runs"),
     pytest.mark.skipif(
         any(importlib.util.find_spec(m) is None for m in ("torch", "pytest_cov", "xdist")),
         reason="needs torch, pytest-cov and pytest-xdist",

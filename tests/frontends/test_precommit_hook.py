@@ -22,6 +22,11 @@ BUGGY = (REPO / "examples" / "buggy" / "custom_kernels.py").read_text()
 CLEAN = (REPO / "examples" / "clean" / "fused_ops.py").read_text()
 
 
+# One worker runs both (CI: --dist loadgroup): each worker would build the wheelhouse and
+# the hook's environment again.
+pytestmark = pytest.mark.xdist_group("precommit_hook_environment")
+
+
 def git(*args: str, cwd: Path) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 

@@ -311,6 +311,9 @@ def test_custom_op_modules_import_their_registering_modules_and_test_compile_par
     # opspkg/fakes.py registers the ops' fake kernels: the test module must import it too.
     assert 'import_subject("opspkg.fakes", __file__, "..")' in plain
     assert "test_compile_parity" not in plain and plain.count("def test_opcheck(") == 9
+    # Each class says what opcheck can test: np_sin has no fake kernel, rowsum's inputs need no gradient.
+    assert '"""opspkg::np_sin (line 57): no fake kernel (opcheck skips test_faketensor' in plain
+    assert '"""opspkg::rowsum (line 75): fake kernel, no register_autograd (inputs do not require grad)."""' in plain
     assert main(["gen-tests", ".", "--out", "generated", "--compile-parity", "--force"]) == 0
     assert written.read_text().count("def test_compile_parity(") == 7
     capsys.readouterr()
@@ -341,6 +344,91 @@ def test_recorded_cases_are_found_by_full_name_else_by_qualname_in_the_same_file
     assert recorded("pkg.ops.Square", "Square") == [(ValueInput("2"),)]
     assert recorded("pkg.ops.Cube", "Cube") == [(ValueInput("4"),)]
     assert recorded("pkg.ops.Other", "Other") == []
+
+
+SURROGATES = '''\
+import torch
+from torch.autograd import Function
+
+
+# autograd-lint: surrogate-gradient reference=lambda x: -x
+class Declared(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+class Inferred(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Sampled(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2 * torch.rand_like(grad)
+'''
+
+
+def test_a_declared_surrogate_gets_its_reference_check_and_a_plain_one_is_inferred_and_hinted(
+    project: Path, capsys
+) -> None:
+    # The written text only (tests/gentests/test_surrogate.py runs such modules, marked slow or left
+    # out of the quick runs).
+    (project / "pkg" / "ops.py").write_text(SURROGATES)
+    assert gen() == 0
+    hints = [line for line in capsys.readouterr().out.splitlines() if "backward plainly is not the derivative" in line]
+    assert len(hints) == 2 and ": Inferred: " in hints[0] and "straight-through estimator" in hints[0]
+    assert ": Sampled: " in hints[1] and "(a sampled gradient)" in hints[1]
+    text = GENERATED.read_text()
+    declared, inferred = text.split("class TestInferred")
+    assert "check_surrogate_reference(subject.Declared, case, reference=lambda x: -x)" in declared
+    assert "def test_gradcheck(" not in declared
+    assert "def test_gradcheck(" in inferred and "def test_surrogate_reference(" not in inferred
+    assert "any_tensor()" in text and "contiguous=False" not in text  # searched inputs: contiguous ones
+    assert "check_surrogate_gradients(subject.Sampled, case, sampled=True)" in inferred
+
+
+def test_a_local_function_without_a_recording_is_left_out() -> None:
+    from autograd_lint.gentests.command import group_by_module
+    from autograd_lint.model.analysis import analyze
+    from autograd_lint.model.source import SourceFile
+    from autograd_lint.settings import Settings
+
+    specs = analyze(SourceFile("pkg/ops.py", SQUARE, "pkg.ops"), {}, Settings()).functions
+    targets, left_out = group_by_module(specs)
+    assert [spec.qualname for spec in left_out] == ["make.<locals>.Local"]
+    assert [spec.qualname for target in targets for spec in target.functions] == ["Square"]
+
+
+def test_a_pickled_case_is_written_in_lines_of_96_characters_that_join_to_the_pickle() -> None:
+    from autograd_lint.gentests.inputs import InputCase, TensorInput
+    from autograd_lint.gentests.render import _case_source
+
+    pickle = "".join(chr(65 + i % 26) for i in range(200))
+    chunks = [json.loads(line) for line in _case_source(InputCase((TensorInput((2,)),), pickle)).splitlines()[1:-1]]
+    assert [len(chunk) for chunk in chunks] == [96, 96, 8] and "".join(chunks) == pickle
+
+
+def test_equal_cases_get_numbered_ids() -> None:
+    from autograd_lint.gentests.inputs import FunctionInputs, InputCase, Origin, TensorInput
+    from autograd_lint.gentests.render import case_ids
+
+    case = InputCase((TensorInput((3,)),))
+    assert case_ids(FunctionInputs(Origin.STATIC, (case, case, case))) == ["static-3", "static-3#2", "static-3#3"]
 
 
 def test_calls_are_counted_apart_by_their_process_group_and_not_by_tensor_values() -> None:

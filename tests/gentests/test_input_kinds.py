@@ -82,6 +82,14 @@ def test_a_dimension_saved_for_backward_and_read_there_with_item_is_a_0d_integer
     assert uses["dim"] == "integer"
     (case,) = choose_inputs(spec, [], [], default_sources(spec), uses).cases
     assert case.args[1] == TensorInput((), "int64", requires_grad=False, values=(1,))
+    # Unpacked with a star, the saved tensors are not followed by name (and nothing fails).
+    starred = text.replace("w_star, dim = ctx.saved_tensors", "w_star, *dim = ctx.saved_tensors")
+    (spec,) = analyze(SourceFile("m.py", starred, "m"), {}, Settings()).functions
+    assert "dim" not in parameter_uses(spec, starred.splitlines())
+    # A saved expression is no parameter; the parameters saved beside it still are.
+    expression = text.replace("ctx.save_for_backward(w_star, dim)", "ctx.save_for_backward(w_star * 1, dim)")
+    (spec,) = analyze(SourceFile("m.py", expression, "m"), {}, Settings()).functions
+    assert parameter_uses(spec, expression.splitlines())["dim"] == "integer"
 
 
 def test_a_tensor_used_as_one_in_forward_is_an_integer_when_backward_reads_it_as_a_number() -> None:
@@ -213,3 +221,53 @@ def test_a_number_default_backward_gives_a_gradient_is_a_0d_tensor_of_that_value
     assert inp == TensorInput(None)
     assert steps == ValueInput("10")  # backward gives it None: the default stays
     assert threshold == TensorInput((), values=(1.0,))
+
+
+PASSED_THROUGH = '''
+import torch
+
+
+class PassThrough(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, n: int, tag):
+        return x.clone(), n, tag
+
+    @staticmethod
+    def backward(ctx, grad, grad_n, grad_tag):
+        return (grad,) + (None,) * 2
+'''
+
+
+def test_an_input_forward_returns_as_it_is_is_a_tensor_unless_its_annotation_says_otherwise() -> None:
+    from autograd_lint.gentests.inputs import parameter_kinds
+    from autograd_lint.model.spec import Kind
+
+    (spec,), _ = _specs(PASSED_THROUGH)
+    kinds = parameter_kinds(spec)
+    assert (kinds["x"], kinds["n"], kinds["tag"]) == (Kind.TENSOR, Kind.NON_TENSOR, Kind.TENSOR)
+
+
+def test_a_gradient_tuple_longer_than_the_model_follows_still_marks_the_inputs_never_differentiated() -> None:
+    from autograd_lint.gentests.inputs import never_differentiated
+
+    # The model spells out at most 64 elements (autograd_lint/model/sequences.py); 71 here.
+    (spec,), _ = _specs(PASSED_THROUGH.replace("(None,) * 2", "(None,) * 70"))
+    assert spec.backward_method.returns[0].elements is None
+    assert never_differentiated(spec) == frozenset(range(1, 71))
+
+
+def test_only_a_floating_input_of_two_dimensions_none_of_size_1_gets_the_non_contiguous_gradcheck() -> None:
+    from autograd_lint.gentests.checks import Check, checks_for
+    from autograd_lint.gentests.inputs import FunctionInputs, Origin
+
+    (spec,), _ = _specs(SOURCE)
+
+    def non_contiguous(*args: object) -> bool:
+        inputs = FunctionInputs(Origin.STATIC, (InputCase(args),))  # type: ignore[arg-type]
+        return Check.NON_CONTIGUOUS in checks_for(spec, inputs)
+
+    vector, number = TensorInput((5,)), ValueInput("0")
+    assert non_contiguous(TensorInput((3, 4)), number)
+    assert not non_contiguous(vector, number)  # after a vector, a number: no matrix
+    assert not non_contiguous(vector, TensorInput((3, 4), dtype="int64"))  # a matrix of indices: not perturbed
+    assert not non_contiguous(vector, TensorInput((3, 1)))

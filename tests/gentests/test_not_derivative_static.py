@@ -10,6 +10,7 @@ from autograd_lint.model.analysis import analyze
 from autograd_lint.model.source import SourceFile
 from autograd_lint.settings import Settings
 from autograd_lint.gentests.not_derivative import not_the_derivative, sampled_gradient, surrogate_of_a_step
+from autograd_lint.gentests.surrogate import Surrogate, declared_surrogate
 
 
 def _spec(source: str):
@@ -147,6 +148,23 @@ NOT_STEPS = {
                 (mask,) = ctx.saved_tensors
                 return grad * (mask > 0).float(), None
     """,
+    # `unused` is never read; the output's chain of names is six long, the most the check follows.
+    "unused_input_behind_six_names": """
+        class Scale(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, unused):
+                a = x * 2
+                b = a * 2
+                c = b * 2
+                d = c * 2
+                e = d * 2
+                f = e * 2
+                return f
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 64, grad
+    """,
 }
 
 
@@ -189,6 +207,10 @@ def test_a_straight_through_estimator_is_told_from_its_one_gradient_parameter() 
     """)
     reason = not_the_derivative(spec, lines)
     assert reason is not None and "straight-through estimator" in reason
+    method = "\n".join(lines).replace("torch.round(x)", "x.round()")  # the method spelling too
+    spec, lines = _spec(method.removeprefix("import torch\n\n"))
+    reason = not_the_derivative(spec, lines)
+    assert reason is not None and "straight-through estimator" in reason
 
 
 def test_a_view_as_another_input_is_not_an_identity() -> None:
@@ -222,3 +244,54 @@ def test_a_gradient_reversal_is_found_with_the_factor_on_either_side() -> None:
         spec, lines = _spec(source.format(gradient))
         reason = not_the_derivative(spec, lines)
         assert reason is not None and "a gradient reversal or scaling" in reason, gradient
+
+
+def test_a_slice_overwritten_through_data_and_passed_the_whole_gradient_is_named() -> None:
+    """torchdiffeq's _UncheckedAssign: the write goes through ``.data[0]``, and the overwritten part gets the gradient."""
+    spec, lines = _spec("""
+        class Assign(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, scratch, value):
+                scratch.data[0] = value
+                return scratch
+
+            @staticmethod
+            def backward(ctx, grad_scratch):
+                return grad_scratch, grad_scratch[0]
+    """)
+    assert not_the_derivative(spec, lines) == (
+        "forward overwrites part of 'scratch' and returns it, and backward passes the output gradient to 'scratch' "
+        "unchanged, also where it was overwritten (derivative 0 there)")
+
+
+@pytest.mark.parametrize("above", ["", "\n"])
+def test_a_surrogate_declared_at_the_end_of_the_class_line_is_read(above: str) -> None:
+    # The class on an even line, then on an odd one: the declaration is read from that line, not a neighbour.
+    spec, lines = _spec(above + """
+        class Reverse(torch.autograd.Function):  # autograd-lint: surrogate-gradient reference=lambda x: -x
+            @staticmethod
+            def forward(ctx, x):
+                return x.view_as(x)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return -grad
+    """)
+    assert declared_surrogate(spec, lines, {}) == Surrogate("lambda x: -x")
+
+
+def test_several_outputs_each_an_input_unchanged_are_judged_output_by_output() -> None:
+    """torch's ZeroGradientsGenVmap: forward returns its inputs, backward zeros for them."""
+    spec, lines = _spec("""
+        class Zero(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y):
+                return x.clone(), y.clone()
+
+            @staticmethod
+            def backward(ctx, gx, gy):
+                return torch.zeros_like(gx), gy
+    """)
+    assert not_the_derivative(spec, lines) == (
+        "forward returns its input 'x' unchanged and backward returns zeros for it (the derivative of the identity "
+        "is the gradient itself): a stop-gradient")

@@ -259,3 +259,38 @@ def test_a_mesh_on_another_device_is_a_device_the_case_needs() -> None:
     # requires_device marks skip such a case where the device is missing, as for a tensor recorded there.
     assert InputCase((TensorInput((3,)),), process_group=group).devices == ("cuda",)
     assert InputCase((TensorInput((3,)),), process_group=ProcessGroupInput("gloo", 1, mesh_device="cpu")).devices == ()
+
+
+def test_a_recorded_mesh_is_read_and_written_into_the_case() -> None:
+    from types import SimpleNamespace
+
+    from autograd_lint.gentests.inputs import ProcessGroupInput
+    from autograd_lint.gentests.render import _process_group_source
+
+    mesh = {"backend": "gloo", "world_size": 4, "rank": 1, "mesh": {"device_type": "cpu", "shape": [2, 2]}}
+    recording = Recording({"ops.Mesh": {"qualname": "Mesh", "path": "ops.py", "cases": [
+        {"args": [{"value": 1}], "process_group": mesh}, {"args": [{"value": 2}], "process_group": GLOO_1}]}})
+    spec = SimpleNamespace(full_name="ops.Mesh", qualname="Mesh", path="/project/ops.py")
+    groups = [case.process_group for case in recording.cases_for(spec)]  # type: ignore[arg-type]
+    assert groups == [ProcessGroupInput("gloo", 4, 1, "cpu", (2, 2)), ProcessGroupInput("gloo", 1)]
+    assert [_process_group_source(group) for group in groups] == [  # type: ignore[arg-type]
+        'RecordedProcessGroup("gloo", world_size=4, rank=1, mesh_device="cpu", mesh_shape=(2, 2))',
+        'RecordedProcessGroup("gloo", world_size=1)']
+    # A case with a malformed group is left out, as one with an argument that can't be decoded.
+    recording.functions["ops.Mesh"]["cases"][0]["process_group"] = ["gloo", 4]
+    assert [case.process_group for case in recording.cases_for(spec)] == [groups[1]]  # type: ignore[arg-type]
+    assert recording.problems == []
+
+
+def test_a_recorded_tensor_keeps_its_statistics() -> None:
+    from types import SimpleNamespace
+
+    from autograd_lint.gentests.inputs import TensorInput
+
+    tensor = {"shape": [2], "dtype": "float32", "device": "cpu", "requires_grad": True,
+              "stats": {"std": 0.5, "mean": 1.5}}
+    recording = Recording({"ops.Double": {"qualname": "Double", "path": "ops.py", "cases": [
+        {"args": [{"tensor": tensor}]}, {"args": [{"tensor": {**tensor, "stats": {}}}]}]}})
+    spec = SimpleNamespace(full_name="ops.Double", qualname="Double", path="/project/ops.py")
+    assert [case.args for case in recording.cases_for(spec)] == [  # type: ignore[arg-type]
+        (TensorInput((2,), stats=(("mean", 1.5), ("std", 0.5))),), (TensorInput((2,)),)]  # in float64

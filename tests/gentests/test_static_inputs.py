@@ -36,12 +36,14 @@ TORCH = frozenset({"torch", "th"})
         ("torch.randn(2, 2, device='cuda')", TensorInput((2, 2), "float32", "cuda", False)),
         ("torch.randn(4).double().requires_grad_()", TensorInput((4,), "float64", "cpu", True)),
         ("torch.ones(2, 3).to(torch.float16).cuda()", TensorInput((2, 3), "float16", "cuda", False)),
+        ("torch.ones(2).to('cuda')", TensorInput((2,), "float32", "cuda", False)),
         ("torch.tensor([[1.0, 2.0], [3.0, 4.0]])", TensorInput((2, 2), "float32", "cpu", False)),
         ("torch.tensor([1, 2, 3])", TensorInput((3,), "int64", "cpu", False)),
         ("torch.randint(0, 5, (6,))", TensorInput((6,), "int64", "cpu", False)),
         ("torch.eye(3)", TensorInput((3, 3), "float32", "cpu", False)),
         ("torch.arange(5)", TensorInput((5,), "int64", "cpu", False)),
         ("torch.arange(0)", TensorInput((0,), "int64", "cpu", False)),  # empty, not a negative size
+        ("torch.linspace(0, 1, 5)", TensorInput((5,), "float32", "cpu", False)),
         ("2", ValueInput("2")),
         ("-0.5", ValueInput("-0.5")),
         ("'mean'", ValueInput("'mean'")),
@@ -160,6 +162,9 @@ def test_jaxtyping_dimensions_share_sizes_across_parameters() -> None:
     assert shaped_tensor("Optional[Bool[Tensor, '#batch']]", sizes) == TensorInput((3,), "bool")
     assert shaped_tensor('Float[Tensor, "n+1"]', sizes) is None
     assert shaped_tensor("Tensor", sizes) is None
+    # Ten named dimensions get ten distinct sizes: a transposed gradient never fits by accident.
+    (shape,) = {shaped_tensor('Float[Tensor, "a b c d e f g h i j"]', {}).shape}  # type: ignore[union-attr]
+    assert len(set(shape)) == 10
 
 
 def test_default_sources_keep_literals_only(module: Path) -> None:

@@ -175,8 +175,9 @@ def test_jagged_nested_tensor_keeps_int64_offsets() -> None:
 def test_expanded_weight_is_rebuilt_around_the_shared_weight() -> None:
     weight = torch.nn.Parameter(torch.randn(2, 3))
     x = torch.randn(5, 3, requires_grad=True)
-    _, rebuilt, rebuilt_weight = pickled.loads(pickled.dumps((x, expanded.ExpandedWeight(weight, 5, "mean"), weight)))
+    plain, rebuilt, rebuilt_weight = pickled.loads(pickled.dumps((x, expanded.ExpandedWeight(weight, 5, "mean"), weight)))
     assert type(rebuilt) is expanded.ExpandedWeight and rebuilt.orig_weight is rebuilt_weight
+    assert type(plain) is torch.Tensor and type(rebuilt_weight) is torch.nn.Parameter  # each its own kind
     assert rebuilt.dtype == torch.float64 and (rebuilt.batch_size, rebuilt.loss_reduction) == (5, "mean")
 
 

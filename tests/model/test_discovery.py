@@ -5,10 +5,12 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from autograd_lint.model.analysis import analyze
 from autograd_lint.model.discovery import discover_functions
 from autograd_lint.settings import Settings
-from autograd_lint.model.source import SourceFile
+from autograd_lint.model.source import SourceError, SourceFile
 from autograd_lint.model.spec import Kind, ParamKind
 
 
@@ -88,13 +90,73 @@ def test_local_subclasses_nested_classes_and_classes_in_functions() -> None:
             class Made(Base):
                 pass
             return Made
+
+        def build():
+            class Box:
+                class Deep(torch.autograd.Function):
+                    pass
+            return Box
         """
     )
-    assert sorted(found) == ["Base", "Child", "Grandchild", "Holder.Inner", "factory.<locals>.Made"]
+    assert sorted(found) == [
+        "Base", "Child", "Grandchild", "Holder.Inner", "build.<locals>.Box.Deep", "factory.<locals>.Made"
+    ]
     grandchild = found["Grandchild"]
     assert grandchild.method("forward").defined_in == "Base"
     assert grandchild.method("backward").defined_in == "Child"
     assert grandchild.n_inputs == 2 and grandchild.is_split_style is False
+
+
+def test_functions_under_if_else_and_with_are_found_in_a_module_parsed_whole() -> None:
+    # `Fast()(x)` makes the module parsed whole (a rule reads calls on a Function class):
+    # the classes are then found by walking the compound statements' bodies.
+    text = textwrap.dedent(
+        """\
+        import torch
+
+        if torch.cuda.is_available():
+            class Fast(torch.autograd.Function):
+                pass
+        else:
+            class Slow(torch.autograd.Function):
+                pass
+        with torch.no_grad():
+            class Held(torch.autograd.Function):
+                pass
+
+        y = Fast()(1)
+        """
+    )
+    analysis = analyze(SourceFile("mod.py", text, "mod"), {}, Settings())
+    assert analysis.whole_module is not None
+    assert sorted(f.qualname for f in analysis.functions) == ["Fast", "Held", "Slow"]
+
+
+def test_class_attributes_annotated_or_not_are_read_and_a_bare_annotation_is_none() -> None:
+    found = functions(
+        """
+        import torch
+
+        class Fn(torch.autograd.Function):
+            generate_vmap_rule: bool = True
+            boxed_grads_call = False
+            scale: float
+        """
+    )
+    spec = found["Fn"]
+    assert spec.attribute_is_true("generate_vmap_rule")
+    assert spec.attribute("boxed_grads_call").text == "False"
+    assert spec.attribute("scale") is None
+
+
+def test_a_syntax_error_outside_any_function_is_reported_only_where_the_whole_file_is_asked_for() -> None:
+    # A file named on the command line (or stdin, an editor's buffer) is compiled whole; a
+    # file met in a walk only as far as a later stage needs it.
+    source = SourceFile("mod.py", "x = 1\ny = (\n", "mod")
+    assert analyze(source, {}, Settings()).functions == []
+    with pytest.raises(SourceError) as raised:
+        analyze(source, {}, Settings(), compile_whole=True)
+    assert raised.value.problem.startswith("syntax error: ") and raised.value.line == 2
 
 
 def test_a_base_rebound_to_a_plain_class_makes_no_function() -> None:

@@ -4,6 +4,7 @@ too, and which of a method's values its calls hand to those parameters."""
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import libcst as cst
@@ -11,6 +12,7 @@ import libcst as cst
 from autograd_lint.model import semantic
 from autograd_lint.model.helpers import MAX_DEPTH, ModuleHelpers, helper_saved_reads, helper_writes
 from autograd_lint.model.imports import ImportMap
+from autograd_lint.model.scopes import module_bindings
 
 
 def _text(source: str) -> str:
@@ -294,3 +296,19 @@ def test_a_helper_writing_through_another_helper_writes_its_parameter() -> None:
     """
     assert written(source, "_reduce_grad") == {"grad": ("torch.distributed.all_reduce()", 4)}
     assert through(source) == [("g", "torch.distributed.all_reduce()", "_reduce_grad", 4)]
+
+
+def test_a_module_binds_what_its_nested_scopes_run_in_it_and_not_their_bodies() -> None:
+    # Decorators, defaults and bases run in the module; bodies (and lambda parameters) do not.
+    tree = ast.parse(
+        "import functools\n"
+        "scale = lambda y=(low := 0): y\n"
+        "@(cache := functools.cache)\n"
+        "def g(x=(high := 9)):\n"
+        "    inner = 1\n"
+        "class C(base := object):\n"
+        "    field = 2\n"
+    )
+    assert module_bindings(tree) == {
+        "functools": 1, "scale": 1, "low": 1, "cache": 1, "g": 1, "high": 1, "C": 1, "base": 1
+    }

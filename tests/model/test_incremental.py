@@ -4,11 +4,13 @@ version of an edited buffer whose unchanged statements are reused."""
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 import pytest
 
 from autograd_lint.lint.engine import check_source
-from autograd_lint.model import incremental
+from autograd_lint.model import incremental, statements
 from autograd_lint.model.cst_parse import parse_module
 from autograd_lint.model.guard import compile_like_cpython
 from autograd_lint.model.positions import positions
@@ -164,3 +166,24 @@ def test_texts_that_cannot_be_cut_are_parsed_whole(change) -> None:
     module = parse_module(text)
     assert incremental.table(module) is None
     assert module.deep_equals(cst.parse_module(text))
+
+
+def test_the_statement_lines_of_the_latest_texts_are_kept_and_the_oldest_dropped() -> None:
+    texts = [f"x = {i}\n" for i in range(statements._MOST_TEXTS + 1)]
+    for text in texts:
+        statements.remember(text, ast.parse(text))
+    assert statements.spans_of(texts[-1]) is not None and statements.spans_of(texts[1]) is not None
+    assert statements.spans_of(texts[0]) is None
+
+
+def test_the_guards_cpython_tree_is_the_one_ast_gives_for_that_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ast
+
+    from autograd_lint.model import source
+
+    text = _HEAD + "\n\nx = Scale.apply(1)\n"
+    expected = ast.dump(ast.parse(text), include_attributes=True)
+    compile_like_cpython(text, "m.py")
+    monkeypatch.setattr(source.ast, "parse", lambda *args, **kwargs: pytest.fail("parsed a second time"))
+    kept = source.python_tree(text)
+    assert kept is not None and ast.dump(kept, include_attributes=True) == expected

@@ -62,10 +62,11 @@ def ctx_attribute_kind(model: MethodModel, attribute: str) -> Kind:
         ("DTensorSpec", Kind.UNKNOWN),  # contains "Tensor", is not torch.Tensor
         ("MyTensorList", Kind.UNKNOWN),
         ("ProcessGroup", Kind.NON_TENSOR),
+        ("typing.Mapping", Kind.NON_TENSOR),  # "Mapping" is listed, "typing.Mapping" is not
     ],
 )
 def test_annotations_are_read_as_types(annotation: str, kind: Kind) -> None:
-    imports = ImportMap.from_text("import torch\nfrom typing import Optional, Union, List\n", None)
+    imports = ImportMap.from_text("import torch\nimport typing\nfrom typing import Optional, Union, List\n", None)
     assert annotation_kind(annotation, imports) is kind
 
 
@@ -123,6 +124,35 @@ def test_which_binding_reaches_which_use() -> None:
     assert ret.value is not None and isinstance(ret.value, cst.Name)
     reaching = model.reaching(ret.value)
     assert {b.how for b in reaching} == {How.PARAMETER, How.ASSIGNMENT}
+
+
+def test_a_tensor_s_metadata_attributes_are_no_tensors_and_its_views_are() -> None:
+    model, _ = model_of(
+        """
+        import torch
+        def f(x: torch.Tensor):
+            return x.shape, x.dtype, x.requires_grad, x.T, x.data
+        """
+    )
+    (ret,) = model.returns
+    assert ret.elements is not None
+    assert [model.kind(e) for e in ret.elements] == [Kind.NON_TENSOR] * 3 + [Kind.TENSOR] * 2
+
+
+def test_a_walrus_target_is_its_binding_and_no_use_of_it() -> None:
+    model, _ = model_of(
+        """
+        def f(x):
+            if (n := x.sum()) > 0:
+                pass
+            if (m := x.sum()) > 0:
+                return m
+        """
+    )
+    (n,) = model.bindings_of("n")
+    (m,) = model.bindings_of("m")
+    assert model.uses(n) == []
+    assert [use.value for use in model.uses(m)] == ["m"] and model.reaching(model.returns[0].value) == {m}
 
 
 def test_a_loop_rebinding_reaches_the_top_of_the_loop() -> None:
@@ -197,16 +227,18 @@ def test_usage_evidence_makes_an_unannotated_parameter_a_tensor() -> None:
     model, _ = model_of(
         """
         import torch
-        def forward(ctx, a, b, c, group, e, f: SomeClass):
+        def forward(ctx, a, b, c, group, e, f: SomeClass, n):
             a.contiguous()
             torch.exp(b)
             c.shape
             group.size()
             ctx.save_for_backward(e)
             f.view(-1)
+            torch.zeros(n)
+            torch.exp(input=b)
         """
     )
-    kinds = {name: model.param_kind(name) for name in ("a", "b", "c", "group", "e", "f")}
+    kinds = {name: model.param_kind(name) for name in ("a", "b", "c", "group", "e", "f", "n")}
     assert kinds == {
         "a": Kind.TENSOR,
         "b": Kind.TENSOR,
@@ -214,6 +246,7 @@ def test_usage_evidence_makes_an_unannotated_parameter_a_tensor() -> None:
         "group": Kind.UNKNOWN,  # `.size()` is no evidence: process groups have one
         "e": Kind.TENSOR,
         "f": Kind.UNKNOWN,  # an annotation naming another class rules evidence out
+        "n": Kind.UNKNOWN,  # a factory's first argument is a size, not a tensor
     }
 
 

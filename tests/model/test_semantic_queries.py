@@ -553,6 +553,7 @@ def test_param_items_reads_literal_items_and_slices_of_star_args() -> None:
             ctx.g = args[::2]
             ctx.h = args2[0]
             ctx.i = fn[0]
+            ctx.j = tuple()
         """
     )
     found = {
@@ -570,6 +571,7 @@ def test_param_items_reads_literal_items_and_slices_of_star_args() -> None:
         "g": None,  # a step
         "h": None,  # another name for the tuple: not followed
         "i": None,
+        "j": None,  # an empty tuple
     }
 
 

@@ -61,6 +61,9 @@ def test_attribute_of_another_class_is_not_evidence() -> None:
         ("b = torch.zeros(2, requires_grad=False)", {}),
         ("b = torch.zeros(2)", {}),
         ("with torch.no_grad():\n        b = x.mean()", {}),
+        # A with statement is read for what it binds (`as b`), not for being there.
+        ("b = nn.Parameter(x)\n    with torch.no_grad():\n        x.zero_()", {"Fn": [(1, "b")]}),
+        ("b = nn.Parameter(x)\n    with open('w') as b:\n        pass", {}),
     ],
 )
 def test_local_names(binding: str, expected: dict) -> None:

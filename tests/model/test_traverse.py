@@ -31,3 +31,10 @@ def test_the_fast_walk_calls_the_hooks_libcst_calls_in_the_same_order() -> None:
         module.visit(theirs)
         assert ours.calls == theirs.calls
     assert "# two" in theirs.calls
+
+
+def test_walk_enters_nested_scopes_unless_told_not_to() -> None:
+    expression = cst.parse_expression("f(lambda: inner)")
+    names = [n.value for n in traverse.walk(expression) if isinstance(n, cst.Name)]
+    assert names == ["f", "inner"]
+    assert [n.value for n in traverse.walk(expression, scopes=False) if isinstance(n, cst.Name)] == ["f"]

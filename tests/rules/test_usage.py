@@ -50,6 +50,13 @@ def test_kinds_and_positions() -> None:
     assert all(u.function.name == "Fn" and u.class_methods == {"forward", "backward"} for u in found)
 
 
+def test_a_file_with_carriage_returns_has_every_statement_walked() -> None:
+    # libcst may count lines with `\r` otherwise: no statement is passed over by its lines.
+    source = (textwrap.dedent(HEADER).lstrip("\n") + "b = Fn()(torch.ones(1))\n").replace("\n", "\r\n")
+    found = analyze(SourceFile("example.py", source, "example"), {}, Settings()).function_uses
+    assert [(u.kind, u.position.line) for u in found] == [(UseKind.INSTANCE_CALL, 12)]
+
+
 def test_uses_in_decorators_and_on_continuation_lines_are_found() -> None:
     # The walk enters only statements on a line that spells a Function's name: a
     # decorator's line counts for its def, and every line of a statement for it.
