@@ -686,7 +686,11 @@ class MethodModel:
         return None
 
     def only_assignment(self, use: cst.Name) -> Binding | None:
-        """The one binding (narrowings aside) that reaches ``use``, when it is a plain assignment."""
+        """The one binding (narrowings aside) that reaches ``use``, when it is a plain assignment.
+
+        None for a name declared ``global`` or ``nonlocal``: any call may rebind it."""
+        if any(b.how is How.GLOBAL for b in self.bindings_of(use.value)):
+            return None
         reaching = [b for b in self.reaching(use) if b.how is not How.NARROWING]
         if len(reaching) == 1 and reaching[0].how is How.ASSIGNMENT:
             return reaching[0]

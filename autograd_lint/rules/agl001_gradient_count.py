@@ -188,6 +188,30 @@ class GradientCount(Rule):
             )
 
     VALID = [
+        # A name declared `global` stands for no one tuple: the helper grows it first.
+        Valid(
+            """
+            import torch
+
+            grads = ()
+
+            def widen():
+                global grads
+                grads = grads + (grads[0],)
+
+            class Glob(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, names, x, y):
+                    return x * y
+
+                @staticmethod
+                def backward(ctx, g):
+                    global grads
+                    grads = (g,)
+                    widen()
+                    return (None,) + grads
+            """
+        ),
         # `(None,) * 2 + (g,)`: three gradients for three inputs.
         Valid(
             """
@@ -547,7 +571,6 @@ class GradientCount(Rule):
             """
         ),
     ]
-
     INVALID = [
         # A gradient list built by appends (one per branch) and an extend: 4 for 5 inputs.
         Invalid(
