@@ -414,6 +414,15 @@ def test_a_local_function_without_a_recording_is_left_out() -> None:
     assert [spec.qualname for target in targets for spec in target.functions] == ["Square"]
 
 
+def test_a_pickled_case_is_written_in_lines_of_96_characters_that_join_to_the_pickle() -> None:
+    from autograd_lint.gentests.inputs import InputCase, TensorInput
+    from autograd_lint.gentests.render import _case_source
+
+    pickle = "".join(chr(65 + i % 26) for i in range(200))
+    chunks = [json.loads(line) for line in _case_source(InputCase((TensorInput((2,)),), pickle)).splitlines()[1:-1]]
+    assert [len(chunk) for chunk in chunks] == [96, 96, 8] and "".join(chunks) == pickle
+
+
 def test_equal_cases_get_numbered_ids() -> None:
     from autograd_lint.gentests.inputs import FunctionInputs, InputCase, Origin, TensorInput
     from autograd_lint.gentests.render import case_ids
