@@ -93,7 +93,9 @@ class CtxAttributeNeverSet(Rule):
         if not readers or not all(m.is_staticmethod or m.is_classmethod for m in function.effective_methods.values()):
             return  # a legacy instance-method Function keeps its state on `self`
         forward = function.method("forward")
-        if forward is None or only_raises(forward.node) or is_stub(flow.method_body(forward.node)):
+        if forward is None or only_raises(forward.node) or (
+            forward.node is not None and is_stub(flow.method_body(forward.node))
+        ):  # (no node: a base read from another file, whose code is not at hand here)
             return  # backward runs only under a subclass's forward, which may be in another file
         set_attributes = _every_set_attribute(function)
         if set_attributes is None:
