@@ -117,7 +117,9 @@ def console() -> NoReturn:
     output is flushed, as mypy's command line does: freeing the objects of libcst and
     the rules, one by one, cost 0.15-0.2 s of CPU, a fifth of a run over a tree with one
     file edited.  Only when nothing waits for the exit: no ``atexit`` handler (coverage.py
-    measuring the run, a pool's clean-up) and no thread the interpreter would join.
+    measuring the run, a pool's clean-up), no thread the interpreter would join, and no
+    profiler or tracer (``python -m cProfile``/``trace`` write their results after the
+    module returns, without ``atexit``).
     """
     code = main()
     if _exits_quickly():
@@ -137,9 +139,13 @@ def _exits_quickly() -> bool:
 
     first = next((argument for argument in sys.argv[1:] if not argument.startswith("-")), None)
     callbacks = getattr(atexit, "_ncallbacks", None)  # CPython's; elsewhere: the usual exit
+    monitoring = getattr(sys, "monitoring", None)  # 3.12+: cProfile registers a tool there
     return (
         first == "check"
         and callbacks is not None
         and callbacks() == 0
+        and sys.getprofile() is None
+        and sys.gettrace() is None
+        and (monitoring is None or all(monitoring.get_tool(tool) is None for tool in range(6)))
         and all(thread.daemon or thread is threading.main_thread() for thread in threading.enumerate())
     )

@@ -200,6 +200,16 @@ class FileAnalysis:
             return []
         return helper_saved_reads(method.semantic, self.helpers, method.ctx_name)
 
+    def returned_count(self, method: MethodSpec, value: cst.BaseExpression) -> tuple[int, str] | None:
+        """How many values ``value``, returned by ``method``, holds through a same-module
+        helper's tuple, and that helper's name (:func:`.helpers.returned_count`); None where
+        :meth:`helper_writes` has none to give."""
+        from autograd_lint.model.helpers import returned_count
+
+        if method.semantic is None or method.path != self.source.path or "<locals>" in method.defined_in:
+            return None
+        return returned_count(method.semantic, self.helpers, value)
+
 
 @functools.lru_cache(maxsize=8)
 def python_rejects(text: str, path: str) -> tuple[str, int | None] | None:

@@ -16,6 +16,10 @@ raised recursion limit, both measured (see ``docs/robustness.md``): with
 is analysed, fixed and given positions, and :data:`STACK_BYTES` leaves many times
 the C stack those frames need.  The stack is address space, not memory: only
 the pages a deep file touches are used.
+
+The same work runs with the cyclic collector's thresholds raised
+(:func:`fewer_collections`): its resources, like the stack's, are set for the
+analysis of files and put back after.
 """
 
 from __future__ import annotations
@@ -119,16 +123,33 @@ def _message(error: BaseException) -> str:
 _GC_THRESHOLDS = (10_000, 50, 100)
 
 
+_collections_lock = threading.Lock()
+_raised_for = 0  # how many bodies of fewer_collections run now, in any thread
+_thresholds_before: tuple[int, ...] = ()
+
+
 @contextmanager
 def fewer_collections() -> Iterator[None]:
     """Run the body with the collector's thresholds raised to :data:`_GC_THRESHOLDS` (never
-    lowered), and put them back after; nested uses keep the outer one's."""
-    thresholds = gc.get_threshold()
-    gc.set_threshold(*(max(now, analysing) for now, analysing in zip(thresholds, _GC_THRESHOLDS)))
+    lowered), and put them back when the last body that runs ends.
+
+    Counted, not saved per call: the server's threads check two documents at once when
+    no deep-stack worker could be started, and a per-call save could restore the raised
+    values for good.
+    """
+    global _raised_for, _thresholds_before
+    with _collections_lock:
+        if _raised_for == 0:
+            _thresholds_before = gc.get_threshold()
+            gc.set_threshold(*(max(now, analysing) for now, analysing in zip(_thresholds_before, _GC_THRESHOLDS)))
+        _raised_for += 1
     try:
         yield
     finally:
-        gc.set_threshold(*thresholds)
+        with _collections_lock:
+            _raised_for -= 1
+            if _raised_for == 0:
+                gc.set_threshold(*_thresholds_before)
 
 
 def run_guarded(path: str, stage_name: str, work: Callable[[], T]) -> T:
@@ -291,9 +312,6 @@ def compile_like_cpython(text: str, path: str) -> None:
         sys.setrecursionlimit(previous)
     if not rewritten:
         statements.remember(text, tree)
-        # The tree ast.parse(text) gives (the same flags; the file name is not in it), for the
-        # rules that read the module with ast (source.python_tree): not parsed a second time.
-        keep_python_tree(text, tree)
     if len(text) > _UNCOUNTED_CHARS:
         nodes = statements.node_count(text, tree)
         if nodes > MAX_PARSED_NODES:
@@ -301,3 +319,8 @@ def compile_like_cpython(text: str, path: str) -> None:
                 f"too large to analyse ({nodes:,} syntax nodes in one parse; the limit is {MAX_PARSED_NODES:,}, "
                 "about 1.4 GB for libcst's parser)"
             )
+    if not rewritten:
+        # The tree ast.parse(text) gives (the same flags; the file name is not in it), for the
+        # rules that read the module with ast (source.python_tree): not parsed a second time.
+        # Kept only for a text that goes on to be analysed: a rejected one's tree is freed here.
+        keep_python_tree(text, tree)

@@ -36,7 +36,7 @@ from typing import Iterator, Mapping
 
 import libcst as cst
 
-from autograd_lint.model import flow, semantic
+from autograd_lint.model import flow, semantic, sequences, traverse
 from autograd_lint.model.exprs import SAVED_ATTRIBUTES
 from autograd_lint.model.imports import ImportMap
 from autograd_lint.model.scopes import module_bindings, scope_nodes
@@ -75,6 +75,7 @@ class Helper:
     keyword: frozenset[str]  # parameters an argument can fill by name
     writes: Mapping[str, ParameterWrite]  # parameter -> its first write
     saved_reads: Mapping[str, SavedReads]  # parameter -> its saved_tensors reads (some)
+    returned: int | None = None  # how many values each of its returns gives (see _returned_length)
 
 
 class ModuleHelpers:
@@ -145,7 +146,7 @@ class ModuleHelpers:
             if most > 0:
                 line = min([unit.position(n).line for n in loads] + [used.line for _, used in passed])
                 reads[name_] = SavedReads(most, line)
-        return Helper(name, positional, keyword, writes, reads)
+        return Helper(name, positional, keyword, writes, reads, _returned_length(model, definition))
 
     def _definition(self, name: str) -> ast.FunctionDef | None:
         """The ``def`` of the helper ``name``: a function of the module body, or a
@@ -179,6 +180,52 @@ class ModuleHelpers:
             ),
             None,
         )
+
+
+def _returned_length(model: MethodModel, definition: cst.FunctionDef) -> int | None:
+    """How many values the helper returns: every ``return`` gives a tuple the model spells
+    out (a literal, a name only a literal reaches, literals joined), all of one length, and
+    the body ends in a ``return`` (it can't fall off its end and return None); None otherwise,
+    and for a generator."""
+    body = definition.body
+    if not isinstance(body, cst.IndentedBlock) or not body.body:
+        return None
+    last = body.body[-1]
+    if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)):
+        return None
+    if any(isinstance(n, (cst.Yield, cst.Await)) for n in traverse.walk(body, scopes=False)):
+        return None
+    lengths = {None if r.elements is None else len(r.elements) for r in model.returns}
+    return lengths.pop() if len(lengths) == 1 else None
+
+
+def returned_count(model: MethodModel, helpers: ModuleHelpers, value: cst.BaseExpression) -> tuple[int, str] | None:
+    """How many values ``value`` (a returned expression of ``model``'s body) holds when a
+    same-module helper's tuple makes it up: ``helper(...)``, or tuples joined to it by ``+``
+    (``(None,) + _grads(g, x, w)``); with the first such helper's name.  None otherwise."""
+    if isinstance(value, cst.Call):
+        name = _called_name(value.func)
+        if name is None or model.is_bound(name.partition(".")[0]) or any(arg.star for arg in value.args):
+            return None
+        helper = helpers.helper(name)
+        return None if helper is None or helper.returned is None else (helper.returned, helper.name)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        parts = [_part_count(model, helpers, side) for side in (value.left, value.right)]
+        if any(part is None for part in parts):
+            return None
+        counted = [part for part in parts if part is not None]
+        through = next((name for _, name in counted if name), None)
+        return (sum(count for count, _ in counted), through) if through else None
+    return None
+
+
+def _part_count(model: MethodModel, helpers: ModuleHelpers, value: cst.BaseExpression) -> tuple[int, str] | None:
+    """A part of a ``+``: a helper's tuple (its name), a tuple literal (no name), or None."""
+    found = returned_count(model, helpers, value)
+    if found is not None:
+        return found
+    positions = sequences.literal_positions(value, (cst.Tuple,))
+    return None if positions is None else (len(positions), "")
 
 
 def _helper_calls(

@@ -270,7 +270,6 @@ class ResultCache:
             return f"{self.path}: cannot be written ({getattr(error, 'strerror', None) or error})"
         return None
 
-
     def _unchanged_on_disk(self) -> bool:
         """Whether the store's file is the one this run read (same inode, size and times)."""
         try:

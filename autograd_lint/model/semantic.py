@@ -686,7 +686,11 @@ class MethodModel:
         return None
 
     def only_assignment(self, use: cst.Name) -> Binding | None:
-        """The one binding (narrowings aside) that reaches ``use``, when it is a plain assignment."""
+        """The one binding (narrowings aside) that reaches ``use``, when it is a plain assignment.
+
+        None for a name declared ``global`` or ``nonlocal``: any call may rebind it."""
+        if any(b.how is How.GLOBAL for b in self.bindings_of(use.value)):
+            return None
         reaching = [b for b in self.reaching(use) if b.how is not How.NARROWING]
         if len(reaching) == 1 and reaching[0].how is How.ASSIGNMENT:
             return reaching[0]
@@ -906,7 +910,7 @@ def _storage_of(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str | Non
         ):
             step = f".{expr.func.attr.value}()"
             expr = expr.func.value
-        elif isinstance(expr, cst.Attribute) and (expr.attr.value in VIEW_ATTRIBUTES or expr.attr.value == "data"):
+        elif isinstance(expr, cst.Attribute) and expr.attr.value in VIEW_ATTRIBUTES:
             step = f".{expr.attr.value}"
             expr = expr.value
         elif isinstance(expr, cst.Subscript) and _is_basic_subscript(expr):
@@ -934,17 +938,19 @@ def written_bindings(
 def _through_shared_locals(
     origins: frozenset[Binding], reaching: Callable[[cst.Name], frozenset[Binding]]
 ) -> tuple[frozenset[Binding], str | None]:
-    """``origins`` with each local bound to ``.detach()`` or ``.data`` of a name
-    (``y = x.detach()``, ``w = weight.data``) replaced by that name's own origins, and the
-    first such step; ``origins`` as they are when there is none.  Only those two steps: a
-    local bound to an item (``grad = grads[0]``) is a value of its own to the rules that
-    ask which input or gradient a write reaches."""
+    """``origins`` with each local bound to ``.detach()`` of a name (``y = x.detach()``)
+    replaced by that name's own origins, and that step; ``origins`` as they are when there
+    is none.  Only that step: a local bound to an item (``grad = grads[0]``) is a value of
+    its own to the rules that ask which input or gradient a write reaches, and ``.data`` is
+    the deliberate way past autograd's version checks (torchdiffeq's
+    ``scratch.data[index] = value  # sneak past the version checker``), as when written
+    directly."""
     found: set[Binding] = set()
     through = None
     for binding in origins:
         value = binding.value if binding.how is How.ASSIGNMENT else None
         written, step = _storage_of(value) if value is not None else (None, None)
-        sharing = step in (".detach()", ".data") and isinstance(written, cst.Name)
+        sharing = step == ".detach()" and isinstance(written, cst.Name)
         shared = _origins(written, reaching) if sharing else frozenset()
         if shared:
             found |= shared

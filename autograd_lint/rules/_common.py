@@ -23,6 +23,28 @@ def short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def is_stub(body: Sequence[cst.BaseStatement]) -> bool:
+    """A body that only holds a docstring, ``...``, ``pass`` or ``raise NotImplementedError``:
+    a placeholder in a Function whose backward is not meant to run (forward-only
+    operators, abstract bases)."""
+    for statement in body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, cst.Pass):
+                continue
+            if isinstance(small, cst.Expr) and isinstance(
+                small.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString)
+            ):
+                continue
+            if isinstance(small, cst.Raise) and small.exc is not None:
+                exc = small.exc.func if isinstance(small.exc, cst.Call) else small.exc
+                if dotted_name(exc) in ("NotImplementedError", "builtins.NotImplementedError"):
+                    continue
+            return False
+    return True
+
+
 def only_raises(node: cst.FunctionDef | None) -> bool:
     """Whether the method's body ends in a top-level ``raise`` and returns nowhere."""
     if node is None or not isinstance(node.body, cst.IndentedBlock) or not node.body.body:

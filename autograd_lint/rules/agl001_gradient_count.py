@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_lint.model.apply_sites import RunApply
-from autograd_lint.model.spec import FunctionSpec, Kind
+from autograd_lint.model.spec import FunctionSpec, Kind, MethodSpec
 from autograd_lint.model.usage import apply_calls
 from autograd_lint.rules._common import argument_range, plural
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
@@ -100,8 +100,11 @@ def _backward_never_runs(function: FunctionSpec) -> bool:
 class GradientCount(Rule):
     """Checks that every ``return`` of ``backward`` (or ``vjp``) gives one gradient per
     forward input.  Only returns whose length syntax can tell are checked: a tuple
-    literal, a local name bound once to one, or a single tensor expression.  Extra
-    trailing ``None`` values are allowed, as PyTorch allows them.
+    literal, a local name bound once to one, tuples joined by ``+``/``*`` (names bound to
+    one included), a single tensor expression, or the tuple of a same-module helper
+    (``return _grads(g, x, w)``, ``(None,) + _grads(...)``: every return of the helper a
+    tuple of one length, its body ending in a return), for which only too few is reported.
+    Extra trailing ``None`` values are allowed, as PyTorch allows them.
 
     A combined-style forward's defaulted inputs count only where ``apply`` passes them:
     a call in the Function's own module, or, where that module has none, the count
@@ -156,8 +159,59 @@ class GradientCount(Rule):
                     + (" (extra gradients must be None)" if count > n_inputs else "")
                 )
                 yield Report(ret.position, f"{head}: backward raises `returned an incorrect number of gradients{numbers}`")
+            yield from self._through_helpers(ctx, method, n_inputs)
+
+    @staticmethod
+    def _through_helpers(ctx: FunctionContext, method: MethodSpec, n_inputs: int) -> Iterator[Report]:
+        """Returns whose values a same-module helper's tuple makes up (``return _grads(...)``,
+        ``(None,) + _grads(...)``): only too few is reported (extra values may be None)."""
+        function = ctx.function
+        model = method.semantic
+        if model is None:
+            return
+        for ret in model.returns:
+            if ret.elements is not None or ret.value is None:
+                continue
+            found = ctx.analysis.returned_count(method, ret.value)
+            if found is None or found[0] >= n_inputs:
+                continue
+            count, helper = found
+            passed = _passed_count(function, ctx, count)
+            if passed is None:
+                continue
+            expected, why = passed
+            numbers = f" (expected {expected}, got {count})" if expected is not None else ""
+            yield Report(
+                ctx.position(method, ret.node),
+                f"{function.name}.{method.name} returns {plural(count, 'gradient')} (through `{helper}`), but {why}: "
+                f"backward raises `returned an incorrect number of gradients{numbers}`",
+            )
 
     VALID = [
+        # A name declared `global` stands for no one tuple: the helper grows it first.
+        Valid(
+            """
+            import torch
+
+            grads = ()
+
+            def widen():
+                global grads
+                grads = grads + (grads[0],)
+
+            class Glob(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, names, x, y):
+                    return x * y
+
+                @staticmethod
+                def backward(ctx, g):
+                    global grads
+                    grads = (g,)
+                    widen()
+                    return (None,) + grads
+            """
+        ),
         # `(None,) * 2 + (g,)`: three gradients for three inputs.
         Valid(
             """
@@ -442,6 +496,49 @@ class GradientCount(Rule):
                     return grad * b, grad * a
             """,
         ),
+        # A helper's tuple of the right length; helpers whose length can't be told (two
+        # lengths, a path that falls off the end) are not counted.
+        Valid(
+            """
+            import torch
+
+            def _grads(g, x, w):
+                return g @ w, g.t() @ x
+
+            def _maybe(g, x, w, full):
+                if full:
+                    return g @ w, g.t() @ x, g.sum(0)
+                return g @ w, g.t() @ x
+
+            def _falls(g, w):
+                if g is not None:
+                    return (g @ w,)
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x @ w.t()
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, w = ctx.saved_tensors
+                    return _grads(g, x, w)
+
+            class Affine(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w, b, full):
+                    ctx.save_for_backward(x, w)
+                    return x @ w.t() + b
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, w = ctx.saved_tensors
+                    if ctx.needs_input_grad[2]:
+                        return _maybe(g, x, w, True) + (None,)
+                    return (None,) + _falls(g, w) + (None, None)
+            """
+        ),
         # `(None,) * 2 + grads`, grads a tuple literal: 4 gradients for 4 inputs; a tuple
         # grown in a loop has no known length.
         Valid(
@@ -474,7 +571,6 @@ class GradientCount(Rule):
             """
         ),
     ]
-
     INVALID = [
         # A gradient list built by appends (one per branch) and an extend: 4 for 5 inputs.
         Invalid(
@@ -500,6 +596,39 @@ class GradientCount(Rule):
             """,
             line=18,
             message="PerSample.backward returns 4 gradients, but forward takes 5 inputs",
+        ),
+        # Gradients from a same-module helper's tuple, alone and joined to a leading None.
+        Invalid(
+            """
+            import torch
+
+            def _linear_grads(g, x, w):
+                return g @ w, g.t() @ x
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w, b):
+                    ctx.save_for_backward(x, w)
+                    return x @ w.t() + b
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, w = ctx.saved_tensors
+                    return _linear_grads(g, x, w)
+
+            class Sharded(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, group, chunks, x, w):
+                    ctx.save_for_backward(x, w)
+                    return x @ w.t()
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, w = ctx.saved_tensors
+                    return (None,) + _linear_grads(g, x, w)
+            """,
+            line=15,
+            message="Linear.backward returns 2 gradients (through `_linear_grads`), but forward takes 3 inputs",
         ),
         # A tuple bound to a name, joined to leading Nones: 3 + 2 for 4 inputs.
         Invalid(

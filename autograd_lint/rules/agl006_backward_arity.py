@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Iterator
 
-
 from autograd_lint.rules._common import only_raises, plural
 from autograd_lint.rules.base import (
     FunctionContext,

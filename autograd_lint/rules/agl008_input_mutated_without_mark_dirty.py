@@ -46,8 +46,9 @@ class InputMutatedWithoutMarkDirty(Rule):
     """Reports the first in-place write (``x.add_(...)``, ``x[...] = ...``,
     ``x += ...``, ``out=x``, ``torch.<op>_(x)``, a collective such as
     ``dist.all_reduce(x)``, a call ``f(x, ..., inplace=flag)`` (unless the flag is a false
-    literal), also through a view, ``.detach()`` or ``.data`` of ``x`` (as written, or
-    through a local bound to one: ``y = x.detach(); y.sign_()``), or a call of a function of
+    literal), also through a view or ``.detach()`` of ``x`` (as written, or through a local
+    bound to one: ``y = x.detach(); y.sign_()``; not through ``.data``, the deliberate way
+    past autograd's version checks), or a call of a function of
     the same module whose body writes that parameter so, as ``_scale_(x, 2)``) to
     each forward input that has not been rebound (``x = x.clone()``) when no
     ``ctx.mark_dirty(...)`` names it.  Item assignment and augmented assignment
@@ -69,8 +70,7 @@ class InputMutatedWithoutMarkDirty(Rule):
         "`.detach()` or a view (`mask = x.detach().apply_(f)`, torch 2.13): the caller's `x` holds the "
         "mask afterwards ([-1, 2, -3] became [0, 1, 0]); with `x = w.exp()` (exp keeps its output for "
         "backward) `w.grad` is silently [1, 1, 1], correct exp(w). Through `y = x.detach(); y.sign_()` "
-        "the same earlier consumer raises instead (shared version counter); through `x.data.clamp_()` "
-        "its gradient is silently wrong. A collective (`dist.all_reduce(x)`) writes its tensor in place too."
+        "the same earlier consumer raises instead (shared version counter). A collective (`dist.all_reduce(x)`) writes its tensor in place too."
     )
 
     def check_function(self, ctx: FunctionContext) -> Iterator[Report]:
@@ -401,7 +401,7 @@ class InputMutatedWithoutMarkDirty(Rule):
             message="Mask.forward writes into its input `x` through `.detach()` (apply_()): the caller's tensor "
             "is overwritten",
         ),
-        # Through a local bound to `.detach()`, and through `.data`.
+        # Through a local bound to `.detach()`.
         Invalid(
             """
             import torch
@@ -421,23 +421,6 @@ class InputMutatedWithoutMarkDirty(Rule):
             message="Sign.forward writes into its input `x` through `.detach()` (sign_()): the caller's tensor "
             "is overwritten (they share storage), so its later uses see the new values and a backward that "
             "saved it raises or silently uses them",
-        ),
-        Invalid(
-            """
-            import torch
-
-            class Clip(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x, lo: float, hi: float):
-                    x.data.clamp_(lo, hi)
-                    return x * 2
-
-                @staticmethod
-                def backward(ctx, g):
-                    return g * 2, None, None
-            """,
-            line=6,
-            message="Clip.forward writes into its input `x` through `.data` (clamp_())",
         ),
         # A collective writes its tensor in place.
         Invalid(

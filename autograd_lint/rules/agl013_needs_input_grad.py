@@ -308,7 +308,7 @@ class NeedsInputGrad(Rule):
                     return grad * b, grad * a, grad_c
             """,
             line=12,
-            message="Fma.backward reads ctx.needs_input_grad[3], but forward takes 3 inputs",
+            message="Fma.backward reads ctx.needs_input_grad[3], but forward takes 3 inputs (indexes 0 to 2)",
         ),
         # (a) split style: forward has no ctx, both parameters are inputs.
         Invalid(

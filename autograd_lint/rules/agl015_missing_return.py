@@ -8,29 +8,8 @@ import libcst as cst
 
 from autograd_lint.model import flow, traverse
 from autograd_lint.model.exprs import dotted_name, node_code
+from autograd_lint.rules._common import is_stub
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
-
-
-def _is_stub(body: Sequence[cst.BaseStatement]) -> bool:
-    """A body that only holds a docstring, ``...``, ``pass`` or ``raise NotImplementedError``:
-    a placeholder in a Function whose backward is not meant to run (forward-only
-    operators, abstract bases)."""
-    for statement in body:
-        if not isinstance(statement, cst.SimpleStatementLine):
-            return False
-        for small in statement.body:
-            if isinstance(small, cst.Pass):
-                continue
-            if isinstance(small, cst.Expr) and isinstance(
-                small.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString)
-            ):
-                continue
-            if isinstance(small, cst.Raise) and small.exc is not None:
-                exc = small.exc.func if isinstance(small.exc, cst.Call) else small.exc
-                if dotted_name(exc) in ("NotImplementedError", "builtins.NotImplementedError"):
-                    continue
-            return False
-    return True
 
 
 def _guarded_by_any_input_grad(body: Sequence[cst.BaseStatement], ctx_name: str | None) -> Sequence[cst.BaseStatement]:
@@ -113,7 +92,7 @@ class MissingReturn(Rule):
             if method is None or method.node is None or ctx.unit(method) is None:
                 continue
             body = flow.method_body(method.node)
-            if _is_stub(body):
+            if is_stub(body):
                 continue
             for ret in method.returns:
                 if ret.value is None:

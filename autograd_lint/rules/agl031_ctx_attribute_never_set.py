@@ -6,9 +6,10 @@ import difflib
 import re
 from typing import Iterator
 
+from autograd_lint.model import flow
 from autograd_lint.model.semantic import Sink
 from autograd_lint.model.spec import FunctionSpec, MethodSpec
-from autograd_lint.rules._common import ctx_writers, only_raises
+from autograd_lint.rules._common import ctx_writers, is_stub, only_raises
 from autograd_lint.rules.base import FunctionContext, Invalid, Report, Rule, Severity, Valid
 
 # Attributes every ctx has (dir() of a Function's backward class in torch 2.13, public part).
@@ -26,8 +27,8 @@ _READERS = ("backward", "vjp", "jvp")
 
 def _set_attributes(method: MethodSpec) -> set[str] | None:
     """The ctx attributes ``method`` sets; None when it may set others out of sight
-    (ctx handed to a call such as a helper or ``setattr``, used in a nested function,
-    or its ``__dict__`` touched)."""
+    (ctx handed to a call such as a helper or ``setattr`` with a name that is not a string
+    literal, used in a nested function, or its ``__dict__`` touched)."""
     model = method.semantic
     ctx_name = method.ctx_name
     if model is None or ctx_name is None:
@@ -92,7 +93,9 @@ class CtxAttributeNeverSet(Rule):
         if not readers or not all(m.is_staticmethod or m.is_classmethod for m in function.effective_methods.values()):
             return  # a legacy instance-method Function keeps its state on `self`
         forward = function.method("forward")
-        if forward is None or only_raises(forward.node):
+        if forward is None or only_raises(forward.node) or (
+            forward.node is not None and is_stub(flow.method_body(forward.node))
+        ):  # (no node: a base read from another file, whose code is not at hand here)
             return  # backward runs only under a subclass's forward, which may be in another file
         set_attributes = _every_set_attribute(function)
         if set_attributes is None:
@@ -229,6 +232,22 @@ class CtxAttributeNeverSet(Rule):
                 def backward(ctx, grad_output):
                     (grad_x,) = ctx.saved_tensors
                     return grad_x * grad_output, ctx.weight * grad_output
+            """
+        ),
+        # A stub forward (docstring, `...`): an abstract base too, apply gives no grad_fn.
+        Valid(
+            """
+            import torch
+
+            class ScaledBase(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    "Subclasses set ctx.scale."
+                    ...
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * ctx.scale
             """
         ),
         Valid(

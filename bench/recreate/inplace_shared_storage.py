@@ -1,6 +1,8 @@
-"""AGL008 through a local bound to ``.detach()`` and through ``.data`` (issue 23 item 4,
-session 6): ``y = x.detach(); y.sign_()`` and ``x.data.clamp_(0, 1)`` in forward write the
-caller's tensor.
+"""AGL008 through a local bound to ``.detach()`` (issue 23 item 4, session 6):
+``y = x.detach(); y.sign_()`` in forward writes the caller's tensor.  ``x.data.clamp_(0, 1)``
+is measured alongside: it writes it too, but AGL008 leaves ``.data`` alone (the deliberate
+way past version checks; the one real instance in the bench trees, torchdiffeq's
+``_UncheckedAssign``, says so in a comment).
 
 Run: python bench/recreate/inplace_shared_storage.py  (torch 2.13.0, CPU).  Measured: in
 both the caller's tensor is overwritten (later uses see the new values).  An earlier

@@ -45,6 +45,19 @@ def test_findings_exit_1_with_location_and_summary(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[-1].startswith("Found 1 problem in 1 file")
 
 
+def test_a_check_run_under_a_profiler_still_leaves_the_profile(tmp_path: Path) -> None:
+    # check ends without the interpreter's teardown (cli.console) only when nothing waits for
+    # the exit: cProfile writes its file after the module returns, without atexit.
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    profile = tmp_path / "check.prof"
+    result = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "autograd_lint", "check", "--no-cache", "plain.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert "All checks passed" in result.stdout, result.stdout + result.stderr
+    assert profile.stat().st_size > 0
+
+
 def test_clean_exits_0(tmp_path: Path) -> None:
     (tmp_path / "clean.py").write_text(CLEAN)
     result = check(cwd=tmp_path)

@@ -312,3 +312,29 @@ def test_a_module_binds_what_its_nested_scopes_run_in_it_and_not_their_bodies() 
     assert module_bindings(tree) == {
         "functools": 1, "scale": 1, "low": 1, "cache": 1, "g": 1, "high": 1, "C": 1, "base": 1
     }
+
+
+def test_how_many_values_a_helper_returns() -> None:
+    text = _text(
+        """
+        def pair(g, w):
+            grads = (g * w, None)
+            return grads
+
+        def two_lengths(g, full):
+            if FULL:
+                return g, g, g
+            return g, g
+
+        def falls_through(g):
+            if FULL:
+                return (g,)
+
+        def one(g):
+            return g * 2
+        """
+    )
+    helpers = ModuleHelpers("m.py", text, ImportMap.from_text(text, None))
+    found = {name: getattr(helpers.helper(name), "returned", None) for name in ("pair", "two_lengths", "falls_through", "one")}
+    assert found == {"pair": 2, "two_lengths": None, "falls_through": None, "one": None}
+    assert all(helpers.helper(name) is not None for name in found)  # each read, two with no count

@@ -187,3 +187,20 @@ def test_the_guards_cpython_tree_is_the_one_ast_gives_for_that_text(monkeypatch:
     monkeypatch.setattr(source.ast, "parse", lambda *args, **kwargs: pytest.fail("parsed a second time"))
     kept = source.python_tree(text)
     assert kept is not None and ast.dump(kept, include_attributes=True) == expected
+
+
+def test_the_collector_s_thresholds_come_back_after_overlapping_analyses() -> None:
+    # Two documents checked at once in two threads: the first body ends before the second.
+    import gc
+
+    from autograd_lint.model.guard import fewer_collections
+
+    before = gc.get_threshold()
+    first, second = fewer_collections(), fewer_collections()
+    first.__enter__()
+    raised = gc.get_threshold()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert gc.get_threshold() == raised  # the second body still runs
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before

@@ -442,7 +442,7 @@ def test_inplace_writes_through_detach_views_and_collectives() -> None:
     assert found == [
         ("add_()", ["xs"], "[...]"),
         ("apply_()", ["x"], ".detach()"),
-        ("clamp_()", ["w"], ".data"),  # untracked, but the caller's tensor all the same
+        ("clamp_()", [], None),  # `.data` is the deliberate, untracked way: not seen through
         ("div_()", ["item"], None),  # an item bound to a local is a value of its own
         ("mul_()", ["z"], None),  # `.t()` is an alias method already
         ("sign_()", ["y"], ".detach()"),  # through a local bound to `y.detach()`
