@@ -62,7 +62,8 @@ def _alternative(source: str) -> str | None:
         return _ALTERNATIVES[source]
     if re.fullmatch(r"-?\d+", source):
         return str(int(source) + 1)
-    if re.fullmatch(r"-?\d*\.\d*(?:e-?\d+)?", source):
+    # A float literal: with a dot, an exponent or both (``0.5``, ``1.``, ``.5``, ``1e-3``, ``2E+4``).
+    if re.fullmatch(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", source):
         value = float(source)
         return repr(value * 2 if value else 0.5)
     return None

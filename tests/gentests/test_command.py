@@ -447,6 +447,9 @@ def test_a_custom_op_s_second_case_passes_another_value_for_each_literal_default
     # Documented: True for False, n + 1 for an int, 2 x for a float (0.5 for zero).
     assert [_alternative(s) for s in ("True", "False", "3", "-1", "0.25", "0.0", "1.5e-3", "None", "'sum'")] == [
         "False", "True", "4", "0", "0.5", "0.5", "0.003", None, None]
+    # Floats written without a dot, or without digits on one side of it.
+    assert [_alternative(s) for s in ("1e-3", "2E+4", "1.", ".5", "-1e-3", ".", "e3", "1e")] == [
+        "0.002", "40000.0", "2.0", "1.0", "-0.002", None, None, None]
 
 
 DECLARED = '''\
