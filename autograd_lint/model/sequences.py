@@ -29,7 +29,7 @@ import libcst as cst
 from autograd_lint.model.exprs import dotted_name, is_none
 
 if TYPE_CHECKING:
-    from autograd_lint.model.semantic import MethodModel
+    from autograd_lint.model.semantic import Binding, MethodModel
 
 # Per position, the values it may hold.
 Positions = list[list[cst.BaseExpression]]
@@ -108,14 +108,21 @@ def tuple_positions(model: MethodModel, ret: cst.Return) -> Positions | None:
     return literal_positions(argument)
 
 
+def _sole_assignment(model: MethodModel, name: cst.Name) -> Binding | None:
+    """The one plain assignment, with a value, that reaches ``name``, when no nested scope
+    uses the name (a closure could rebind it); None otherwise."""
+    binding = model.only_assignment(name)
+    if binding is None or binding.value is None or binding.name in model.nested_uses:
+        return None
+    return binding
+
+
 def _bound_tuple(model: MethodModel, name: cst.Name) -> Positions | None:
     """The positions of the tuple literal (or literals joined by ``+``/``*``) that is the
     one assignment reaching ``name``; a tuple can't grow in place, so its other uses don't
     matter, but a nested scope that rebinds it might."""
-    binding = model.only_assignment(name)
-    if binding is None or binding.value is None or binding.name in model.nested_uses:
-        return None
-    return literal_positions(binding.value, (cst.Tuple,))
+    binding = _sole_assignment(model, name)
+    return None if binding is None else literal_positions(binding.value, (cst.Tuple,))
 
 
 def built_list(model: MethodModel, name: cst.Name, ret: cst.Return) -> Positions | None:
@@ -123,8 +130,8 @@ def built_list(model: MethodModel, name: cst.Name, ret: cst.Return) -> Positions
     same block as ``ret``, then grown only by ``name.append(x)`` and ``name.extend(literal)``
     statements in that block or in ``if``/``else`` branches that add as many (a branch
     that returns or raises doesn't count), and read nowhere else."""
-    binding = model.only_assignment(name)
-    if binding is None or binding.value is None or binding.name in model.nested_uses:
+    binding = _sole_assignment(model, name)
+    if binding is None:
         return None
     start = literal_positions(binding.value)
     site_line, return_line = model.parent(binding.site), model.parent(ret)

@@ -37,6 +37,12 @@ def _run_apply(ctx: FunctionContext) -> RunApply | None:
     return run.get(function.full_name)
 
 
+def _raises(expected: int | None, count: int) -> str:
+    """The error torch 2.13 raises for ``count`` gradients where ``expected`` are due (None: unknown)."""
+    numbers = f" (expected {expected}, got {count})" if expected is not None else ""
+    return f"backward raises `returned an incorrect number of gradients{numbers}`"
+
+
 def _passed_count(function: FunctionSpec, ctx: FunctionContext, returned: int) -> tuple[int | None, str] | None:
     """How many inputs ``apply`` passes, with the wording that says why, when a backward
     returning ``returned`` gradients certainly fails; None when it may be right.
@@ -153,12 +159,11 @@ class GradientCount(Rule):
                     expected, why = passed
                 else:
                     expected, why = n_inputs, f"forward takes {plural(n_inputs, 'input')}"
-                numbers = f" (expected {expected}, got {count})" if expected is not None else ""
                 head = (
                     f"{function.name}.{name} returns {plural(count, 'gradient')}, but {why}"
                     + (" (extra gradients must be None)" if count > n_inputs else "")
                 )
-                yield Report(ret.position, f"{head}: backward raises `returned an incorrect number of gradients{numbers}`")
+                yield Report(ret.position, f"{head}: {_raises(expected, count)}")
             yield from self._through_helpers(ctx, method, n_inputs)
 
     @staticmethod
@@ -180,11 +185,10 @@ class GradientCount(Rule):
             if passed is None:
                 continue
             expected, why = passed
-            numbers = f" (expected {expected}, got {count})" if expected is not None else ""
             yield Report(
                 ctx.position(method, ret.node),
                 f"{function.name}.{method.name} returns {plural(count, 'gradient')} (through `{helper}`), but {why}: "
-                f"backward raises `returned an incorrect number of gradients{numbers}`",
+                f"{_raises(expected, count)}",
             )
 
     VALID = [
